@@ -1,0 +1,10 @@
+"""Where tasks run: an embedded local Dask cluster (default) or an existing scheduler address.
+
+`connect()` yields a `distributed.Client`; `run_sweep` (driver.py) submits points to it. This package
+knows nothing of the physics: workers call `seqphase.cluster.tasks.execute_point`, which calls core.
+"""
+
+from seqphase.cluster.local import connect
+from seqphase.cluster.driver import RunSummary, run_sweep
+
+__all__ = ["connect", "run_sweep", "RunSummary"]

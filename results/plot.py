@@ -1,0 +1,184 @@
+"""Figures a physicist expects from a stored sweep, as PNG.
+
+- SE sweeps: overlap and test error versus alpha, Bayes-optimal branch solid, AMP branch dashed where
+  it differs (a first-order transition shows as the gap between them); one line per value of every
+  other swept parameter.
+- GAMP sweeps: final-iteration mean +- standard error over seeds (markers with error bars) on the SE
+  line of the same point, and the mean overlap versus iteration for each alpha.
+- Threshold sweeps: the critical alphas by linear stability (line), by SE bisection (crosses) and the
+  information-theoretic one (squares), versus the swept parameter (or per transition).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from seqphase.results.store import DONE
+
+
+def plot_sweep(ds, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    method = ds.attrs.get("method")
+    ds = ds.where(ds["status"] == DONE)
+    if method == "se":
+        fig = _plot_se(plt, ds)
+    elif method == "gamp":
+        fig = _plot_gamp(plt, ds)
+    else:
+        fig = _plot_threshold(plt, ds)
+    fig.suptitle(ds.attrs.get("title", ds.attrs.get("seqphase_sweep", "")), fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def _swept(ds, exclude=()):
+    return [d for d in ds.attrs["point_dims"] if ds.sizes[d] > 1 and d not in exclude]
+
+
+def _x_dim(ds):
+    dims = ds.attrs["point_dims"]
+    if "alpha" in dims:
+        return "alpha"
+    numeric = [d for d in _swept(ds) if ds[d].dtype.kind == "f"]
+    return numeric[0] if numeric else None
+
+
+def _series(ds, x):
+    """Yield (label, selection dict) for each combination of the other swept dims."""
+    others = _swept(ds, exclude=(x,))
+    for values in itertools.product(*(ds[d].values for d in others)):
+        sel = dict(zip(others, values))
+        label = ", ".join(f"{d}={_fmt(v)}" for d, v in sel.items())
+        yield label, sel
+
+
+def _fmt(value):
+    return f"{value:g}" if isinstance(value, (float, np.floating)) else str(value)
+
+
+def _squeeze(da):
+    return da.squeeze(drop=True)
+
+
+def _diag(ds, name):
+    """Diagonal entries overlap_i_i of a (row, col) variable: [(i, DataArray)]."""
+    var = ds[name]
+    return [(int(i), var.sel(row=i, col=i, drop=True)) for i in ds["row"].values]
+
+
+def _plot_se(plt, ds):
+    x = _x_dim(ds)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    colors = itertools.cycle(plt.rcParams["axes.prop_cycle"].by_key()["color"])
+    for label, sel in _series(ds, x):
+        color = next(colors)
+        sub = ds.sel(sel)
+        xs = sub[x].values
+        for i, bo in _diag(sub, "overlap"):
+            name = f"$m_{{{i}{i}}}$" if sub.sizes["row"] > 1 else "overlap"
+            axes[0].plot(xs, _squeeze(bo).values, color=color, label=f"{name} BO {label}".strip())
+            if "overlap_amp" in sub:
+                amp = _squeeze(sub["overlap_amp"].sel(row=i, col=i, drop=True)).values
+                if np.any(np.abs(amp - _squeeze(bo).values) > 1e-6):
+                    axes[0].plot(xs, amp, "--", color=color, label=f"{name} AMP {label}".strip())
+        if "gen_error" in sub:
+            bo_err = _squeeze(sub["gen_error"]).values
+            axes[1].plot(xs, bo_err, color=color, label=f"BO {label}".strip())
+            if "gen_error_amp" in sub:
+                amp_err = _squeeze(sub["gen_error_amp"]).values
+                if np.any(np.abs(amp_err - bo_err) > 1e-6):
+                    axes[1].plot(xs, amp_err, "--", color=color, label=f"AMP {label}".strip())
+    axes[0].set_ylabel("overlap m")
+    axes[1].set_ylabel("generalisation error")
+    for ax in axes:
+        ax.set_xlabel(x)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    return fig
+
+
+def _plot_gamp(plt, ds):
+    x = _x_dim(ds)
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4))
+    colors = itertools.cycle(plt.rcParams["axes.prop_cycle"].by_key()["color"])
+    n_seeds = ds.sizes["seed"]
+    for label, sel in _series(ds, x):
+        color = next(colors)
+        sub = ds.sel(sel)
+        xs = sub[x].values
+        for i, final in _diag(sub.isel(iteration=-1), "overlap"):
+            mean = _squeeze(final.mean("seed")).values
+            err = _squeeze(final.std("seed", ddof=1)).values / np.sqrt(n_seeds) if n_seeds > 1 else None
+            axes[0].errorbar(xs, mean, yerr=err, fmt="o", ms=4, color=color, capsize=2,
+                             label=f"GAMP {label}".strip())
+            se = _squeeze(sub["overlap_se"].sel(row=i, col=i, drop=True)).values
+            order = np.argsort(xs)
+            axes[0].plot(xs[order], se[order], "-", color=color, label=f"SE {label}".strip())
+        gen = _squeeze(sub["gen_error"].isel(iteration=-1))
+        err = gen.std("seed", ddof=1) / np.sqrt(n_seeds) if n_seeds > 1 else None
+        axes[1].errorbar(xs, gen.mean("seed").values, yerr=None if err is None else err.values, fmt="o", ms=4,
+                         color=color, capsize=2, label=f"GAMP {label}".strip())
+        se_err = _squeeze(sub["gen_error_se"]).values
+        order = np.argsort(xs)
+        axes[1].plot(xs[order], se_err[order], "-", color=color, label=f"SE {label}".strip())
+    first = next(iter(_series(ds, x)))[1]
+    sub = ds.sel(first)
+    for k, alpha in enumerate(sub[x].values):
+        trace = _squeeze(sub["overlap"].isel(row=0, col=0).sel({x: alpha}).mean("seed"))
+        axes[2].plot(sub["iteration"].values, trace.values, label=f"{x}={alpha:g}")
+    axes[0].set_ylabel("overlap m (final iteration)")
+    axes[1].set_ylabel("generalisation error")
+    axes[2].set_ylabel("mean overlap")
+    axes[2].set_xlabel("iteration")
+    for ax in axes[:2]:
+        ax.set_xlabel(x)
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6)
+    return fig
+
+
+def _plot_threshold(plt, ds):
+    x = _x_dim(ds)
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    colors = itertools.cycle(plt.rcParams["axes.prop_cycle"].by_key()["color"])
+    if x is None:
+        # Nothing numeric is swept: one group of markers per cell (transition, channel, ...).
+        flat = ds[["alpha_stability", "alpha_bisection", "alpha_it"]].to_dataframe().reset_index()
+        dims = list(ds.attrs["point_dims"])
+        labels = [", ".join(str(r[d]) for d in dims if ds.sizes[d] > 1) or ds.attrs.get("seqphase_sweep", "")
+                  for _, r in flat.iterrows()]
+        pos = np.arange(len(flat))
+        ax.plot(pos, flat["alpha_stability"], "o", ms=9, mfc="none", label="linear stability / spinodal")
+        ax.plot(pos, flat["alpha_bisection"], "x", ms=9, label="SE bisection")
+        if np.isfinite(flat["alpha_it"].to_numpy(dtype=float)).any():
+            ax.plot(pos, flat["alpha_it"], "s", ms=7, mfc="none", label="information-theoretic")
+        ax.set_xticks(pos, labels, rotation=30, fontsize=8)
+        for p, value in zip(pos, flat["alpha_stability"]):
+            ax.annotate(f"{value:.4f}", (p, value), textcoords="offset points", xytext=(8, 4), fontsize=7)
+    else:
+        for label, sel in _series(ds, x):
+            color = next(colors)
+            sub = ds.sel(sel)
+            xs = sub[x].values
+            order = np.argsort(xs)
+            ax.plot(xs[order], _squeeze(sub["alpha_stability"]).values[order], "-", color=color,
+                    label=f"stability {label}".strip())
+            ax.plot(xs, _squeeze(sub["alpha_bisection"]).values, "x", color=color, ms=8,
+                    label=f"bisection {label}".strip())
+            it = _squeeze(sub["alpha_it"]).values
+            if np.isfinite(it).any():
+                ax.plot(xs[order], it[order], "s--", color=color, mfc="none", label=f"IT {label}".strip())
+        ax.set_xlabel(x)
+    ax.set_ylabel(r"critical $\alpha$")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    return fig

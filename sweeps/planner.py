@@ -1,0 +1,96 @@
+"""The planner: a validated `Sweep` becomes a list of `Point`s, each with a stable identity.
+
+Grid dims are every model parameter (fixed ones have one value) followed by the method's own axes
+(e.g. `transition`). A point's hash is the SHA-256 of the canonical JSON of everything that determines
+its result: model, method, settings, spec seed, the point's parameters and the algorithm version. It is
+the point's Dask key and its entry in the store's ledger, so a rerun skips exactly the points whose
+hash is already marked done; changing any of these creates a different point.
+
+A point's random stream is SeedSequence(spec seed, spawn_key = words of the hash of its *physical*
+parameters), so a code-version bump recomputes a point on the same instances.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from dataclasses import dataclass
+
+from seqphase.core.models import get_model
+from seqphase.sweeps.spec import canonical_json
+
+
+@dataclass(frozen=True)
+class Point:
+    coords: tuple          # ((dim, value), ...) in grid-dim order
+    hash: str
+    seed_key: tuple        # spawn_key of the point's SeedSequence
+
+    @property
+    def params(self):
+        return dict(self.coords)
+
+
+@dataclass
+class Plan:
+    """Everything the driver and the store need: identity, grid, points and output layout."""
+
+    sweep: object
+    model: object
+    dims: list
+    coords: dict
+    points: list
+    layout: object
+    identity: dict
+
+    @property
+    def identity_hash(self):
+        return sha256(canonical_json(self.identity))
+
+
+def sha256(text):
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def sweep_identity(sweep):
+    """What must agree for two runs to share one store group (the grid itself may grow)."""
+    return {"model": sweep.model, "method": sweep.method, "settings": sweep.settings, "seed": sweep.seed}
+
+
+def point_hash(identity, params, algorithm_version):
+    return sha256(canonical_json({"identity": identity, "params": params, "algorithm": algorithm_version}))
+
+
+def seed_key(params):
+    """Four 32-bit words from the hash of the physical parameters of a point."""
+    digest = hashlib.sha256(canonical_json(params).encode()).digest()
+    return tuple(int.from_bytes(digest[4 * k: 4 * k + 4], "little") for k in range(4))
+
+
+def make_point(model, identity, dims, values):
+    coords = tuple(zip(dims, values))
+    params = dict(coords)
+    version = model.algorithm_version(identity["method"])
+    return Point(coords=coords, hash=point_hash(identity, params, version), seed_key=seed_key(params))
+
+
+def plan_sweep(sweep):
+    model = get_model(sweep.model)
+    coords = {name: list(sweep.params[name]) for name in model.param_names(sweep.method)}
+    coords.update(model.method_axes(sweep.method, sweep.settings))
+    dims = list(coords)
+    identity = sweep_identity(sweep)
+    points = [make_point(model, identity, dims, values)
+              for values in itertools.product(*(coords[d] for d in dims))]
+    layout = model.layout(sweep.method, sweep.settings)
+    return Plan(sweep=sweep, model=model, dims=dims, coords=coords, points=points, layout=layout,
+                identity=identity)
+
+
+def payload(plan, point):
+    """What a worker needs to compute a point: plain data, no objects from the driver."""
+    return {"model": plan.sweep.model, "method": plan.sweep.method, "params": point.params,
+            "settings": plan.sweep.settings, "seed_entropy": plan.sweep.seed, "seed_key": point.seed_key,
+            "hash": point.hash}
+
+

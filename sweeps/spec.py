@@ -1,0 +1,257 @@
+"""Sweep specs: a declarative TOML file per figure, parsed and validated into a `Sweep`.
+
+A spec names a model from the registry, gives each model parameter one value (fixed) or several
+(an axis), picks a method with its settings, and a seed:
+
+    name = "glm-perceptron-se"
+    title = "Gaussian-prior perceptron: Bayes-optimal overlap and error"
+    model = "glm"
+    seed = 1
+    [params]
+    prior = "gaussian"
+    channel = "sign"
+    alpha = { start = 0.05, stop = 10.0, num = 100 }   # or [0.5, 1.0], or "0.05:10:100"
+    [method]
+    name = "se"
+    max_iter = 2000
+
+Every problem is reported as a `SpecError` naming the key (e.g. `params.alpha`) and the fix.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+try:  # Python >= 3.11
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover
+    import tomli as tomllib
+
+from seqphase.core.errors import ParameterError, SpecError
+from seqphase.core.models import canonical_float, get_model
+
+TOP_LEVEL_KEYS = {"name", "title", "description", "reference", "model", "seed", "params", "method", "plot"}
+NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+
+
+@dataclass
+class Sweep:
+    """A validated sweep: every model parameter has a list of values (length 1 = fixed)."""
+
+    name: str
+    title: str
+    description: str
+    reference: str
+    model: str
+    method: str
+    seed: int
+    params: dict
+    settings: dict
+    plot: dict = field(default_factory=dict)
+    source: str = ""
+    text: str = ""
+    overrides: tuple = ()
+
+    @property
+    def axes(self):
+        """The parameters swept over more than one value."""
+        return [name for name, values in self.params.items() if len(values) > 1]
+
+    def resolved(self):
+        """The sweep after defaults and overrides, as plain JSON-able data (stored as provenance)."""
+        return {"name": self.name, "title": self.title, "model": self.model, "method": self.method,
+                "seed": self.seed, "params": self.params, "settings": self.settings,
+                "overrides": list(self.overrides), "source": self.source}
+
+
+def shipped_specs():
+    """{name: path} of the sweep files shipped with seqphase (sweeps/specs/*.toml)."""
+    folder = resources.files("seqphase.sweeps").joinpath("specs")
+    return {Path(str(entry)).stem: Path(str(entry)) for entry in folder.iterdir() if entry.name.endswith(".toml")}
+
+
+def load_sweep(name_or_path, overrides=(), rename=None):
+    """Load a shipped sweep by name, or a spec file by path, apply `--set` overrides, validate."""
+    shipped = shipped_specs()
+    path = Path(name_or_path)
+    if name_or_path in shipped:
+        path = shipped[name_or_path]
+    elif not (path.suffix == ".toml" and path.is_file()):
+        raise SpecError("SWEEP", f"no shipped sweep or spec file named {name_or_path!r}",
+                        "run `seqphase list` for the shipped names, or give a path to a .toml file")
+    text = path.read_text()
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(str(path), f"malformed TOML: {exc}", "fix the syntax of the spec file")
+    return parse_sweep(raw, source=str(path), text=text, overrides=overrides, rename=rename)
+
+
+def parse_sweep(raw, source="<spec>", text="", overrides=(), rename=None):
+    unknown = set(raw) - TOP_LEVEL_KEYS
+    if unknown:
+        raise SpecError(sorted(unknown)[0], "unknown top-level key",
+                        f"use only {', '.join(sorted(TOP_LEVEL_KEYS))}")
+    for key in ("name", "model", "params", "method"):
+        if key not in raw:
+            raise SpecError(key, "missing", f"add `{key} = ...` to the spec")
+    name = rename or raw["name"]
+    if not isinstance(name, str) or not NAME_PATTERN.match(name):
+        raise SpecError("name", f"{name!r} is not a valid sweep name",
+                        "use lower-case letters, digits, '-', '_' or '.'")
+    seed = raw.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise SpecError("seed", f"expected a non-negative integer, got {seed!r}", "set seed = 1 (say)")
+    if not isinstance(raw["params"], dict):
+        raise SpecError("params", "expected a table", "write [params] with one key per parameter")
+    method_table = raw["method"]
+    if not isinstance(method_table, dict) or "name" not in method_table:
+        raise SpecError("method.name", "missing", "add name = \"se\" (or \"gamp\", \"threshold\") under [method]")
+    plot = raw.get("plot", {})
+    if not isinstance(plot, dict):
+        raise SpecError("plot", "expected a table")
+
+    try:
+        model = get_model(raw["model"]) if isinstance(raw["model"], str) else None
+        if model is None:
+            raise SpecError("model", f"expected a model name, got {raw['model']!r}")
+        method = method_table["name"]
+        model.method(method)
+        raw_settings = {k: v for k, v in method_table.items() if k != "name"}
+        raw_params = dict(raw["params"])
+        raw_settings, raw_params = _apply_overrides(model, method, raw_settings, raw_params, overrides)
+        settings = model.check_settings(method, raw_settings)
+        params = {}
+        for pname, value in raw_params.items():
+            values = expand_values(value, f"params.{pname}")
+            params[pname] = [model.check_value(method, pname, v, f"params.{pname}") for v in values]
+        for pname, default in model.defaults(method).items():
+            params.setdefault(pname, [default])
+        missing = [p for p in model.param_names(method) if p not in params]
+        if missing:
+            raise SpecError(f"params.{missing[0]}", "required parameter has no value",
+                            f"add {missing[0]} = ... under [params]")
+        for pname, values in params.items():
+            if len(set(map(repr, values))) != len(values):
+                raise SpecError(f"params.{pname}", "repeated values", "list each value once")
+        # Relations between parameters are checked on every point before anything runs.
+        for point in _each_combination(params):
+            model.check_point(method, point)
+    except ParameterError as exc:
+        raise SpecError(exc.field, exc.message, exc.fix) from None
+
+    return Sweep(name=name, title=str(raw.get("title", name)), description=str(raw.get("description", "")),
+                 reference=str(raw.get("reference", "")), model=raw["model"], method=method, seed=seed,
+                 params=params, settings=settings, plot=plot, source=source, text=text,
+                 overrides=tuple(overrides))
+
+
+def expand_values(value, where):
+    """A parameter value as a list: scalar, list, {start, stop, num[, scale]} or "start:stop:num"."""
+    if isinstance(value, str) and value.count(":") == 2:
+        parts = value.split(":")
+        try:
+            value = {"start": float(parts[0]), "stop": float(parts[1]), "num": int(parts[2])}
+        except ValueError:
+            raise SpecError(where, f"cannot read range {value!r}", "write start:stop:num, e.g. 0.1:2:20")
+    if isinstance(value, dict):
+        unknown = set(value) - {"start", "stop", "num", "scale"}
+        if unknown or not {"start", "stop", "num"} <= set(value):
+            raise SpecError(where, f"a range needs start, stop, num (and optionally scale), got {sorted(value)}",
+                            "write { start = 0.1, stop = 2.0, num = 20 }")
+        num = value["num"]
+        if isinstance(num, bool) or not isinstance(num, int) or num < 1:
+            raise SpecError(f"{where}.num", f"expected a positive integer, got {num!r}")
+        scale = value.get("scale", "linear")
+        try:
+            start, stop = float(value["start"]), float(value["stop"])
+        except (TypeError, ValueError):
+            raise SpecError(where, "start and stop must be numbers")
+        if scale == "linear":
+            grid = np.linspace(start, stop, num)
+        elif scale == "log":
+            if start <= 0 or stop <= 0:
+                raise SpecError(where, "a log range needs start > 0 and stop > 0")
+            grid = np.geomspace(start, stop, num)
+        else:
+            raise SpecError(f"{where}.scale", f"unknown scale {scale!r}", "use \"linear\" or \"log\"")
+        return [canonical_float(v) for v in grid]
+    if isinstance(value, list):
+        if not value:
+            raise SpecError(where, "empty list", "give at least one value")
+        return list(value)
+    return [value]
+
+
+def _parse_cli_value(text):
+    """--set values: numbers where they parse, strings otherwise ("true"/"false" are booleans)."""
+    if text in ("true", "false"):
+        return text == "true"
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
+def _apply_overrides(model, method, settings, params, overrides):
+    settings, params = dict(settings), dict(params)
+    setting_names = set(model.method(method).settings)
+    for item in overrides:
+        if "=" not in item:
+            raise SpecError("--set", f"{item!r} is not NAME=VALUES", "write e.g. --set alpha=0.5,1,2")
+        key, _, text = item.partition("=")
+        key = key.strip()
+        if key.startswith("method."):
+            key = key[len("method."):]
+            if key not in setting_names:
+                raise SpecError(f"--set {key}", f"method {method!r} has no setting {key!r}",
+                                f"use one of {', '.join(sorted(setting_names))}")
+        if key in model.params:
+            if text.count(":") == 2:
+                params[key] = text
+            else:
+                params[key] = [_parse_cli_value(v) for v in text.split(",")]
+        elif key in setting_names:
+            values = [_parse_cli_value(v) for v in text.split(",")]
+            kind = model.method(method).settings[key].kind
+            settings[key] = values if kind == "choices" else values[0]
+        else:
+            raise SpecError(f"--set {key}", f"{key!r} is neither a parameter of model {model.name!r} nor a "
+                            f"setting of method {method!r}",
+                            f"use one of {', '.join(sorted(set(model.param_names(method)) | setting_names))}")
+    return settings, params
+
+
+def _each_combination(params):
+    names = list(params)
+    for combo in np.ndindex(*[len(params[n]) for n in names]):
+        yield {n: params[n][i] for n, i in zip(names, combo)}
+
+
+def canonical_json(obj):
+    """Stable text for hashing: sorted keys, no whitespace, floats already canonical."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False, default=_json_default)
+
+
+def _json_default(obj):
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        return canonical_float(obj)
+    raise TypeError(f"cannot hash {type(obj).__name__}")
+
+
+def sweep_from_resolved(resolved, text=""):
+    """Rebuild a Sweep from the resolved form stored in a sweep group (for retry-failed)."""
+    return Sweep(name=resolved["name"], title=resolved.get("title", resolved["name"]), description="",
+                 reference="", model=resolved["model"], method=resolved["method"], seed=resolved["seed"],
+                 params={k: list(v) for k, v in resolved["params"].items()}, settings=resolved["settings"],
+                 source=resolved.get("source", ""), text=text, overrides=tuple(resolved.get("overrides", ())))

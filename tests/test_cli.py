@@ -1,0 +1,107 @@
+"""The `seqphase` command: the contract other checks rely on, and bad input -> one line, exit 2."""
+
+import csv
+import io
+import json
+import subprocess
+import sys
+
+import pytest
+
+from spec_files import write_spec
+from seqphase.cli import main
+from test_store import tree_digest
+
+
+def cli(*args):
+    """Run the real console entry point in a subprocess: (exit code, stdout, stderr)."""
+    out = subprocess.run([sys.executable, "-m", "seqphase.cli", *map(str, args)], capture_output=True, text=True,
+                         timeout=600)
+    return out.returncode, out.stdout, out.stderr
+
+
+@pytest.fixture(scope="module")
+def toy_store(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("cli")
+    spec = write_spec(folder, alpha=[0.5, 1.0, 2.0])
+    code, _, err = cli("run", spec, "--store", folder / "s.zarr", "--workers", "1", "--no-progress")
+    assert code == 0, err
+    return folder, spec, folder / "s.zarr"
+
+
+def test_query_csv_contract(toy_store):
+    _, _, store = toy_store
+    code, out, _ = cli("query", "toy", "--store", store)
+    assert code == 0
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert len(rows) == 3 * 3  # 3 points x 3 seeds of the toy's `noise`
+    assert {"alpha", "seed", "overlap_1_1", "gen_error", "status", "runtime_s"} <= set(rows[0])
+    assert {float(r["alpha"]) for r in rows} == {0.5, 1.0, 2.0}
+    assert all(r["status"] == "done" for r in rows)
+    code, out, _ = cli("query", "toy", "--store", store, "--format", "json")
+    data = json.loads(out)
+    assert data["sweep"] == "toy" and len(data["rows"]) == 9
+
+
+def test_status_and_plot(toy_store, tmp_path):
+    folder, spec, store = toy_store
+    code, out, _ = cli("status", spec, "--store", store)
+    assert code == 0 and "3 done, 0 failed, 0 pending (of 3 requested)" in out
+    png = tmp_path / "toy.png"
+    assert main(["plot", "toy", "--store", str(store), "-o", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_open_results_python_api(toy_store):
+    import seqphase
+
+    _, _, store = toy_store
+    ds = seqphase.open_results("toy", store=store)
+    assert list(ds["alpha"].values) == [0.5, 1.0, 2.0]
+    assert ds["overlap"].sel(alpha=1.0).item() == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("args, words", [
+    (["run", "no-such-sweep"], "SWEEP: no shipped sweep"),
+    (["run", "glm-perceptron-se", "--set", "alpha=-1,1"], "params.alpha: value -1.0 is out of range"),
+    (["run", "glm-perceptron-se", "--set", "colour=red"], "--set colour"),
+    (["run", "glm-cs-thresholds", "--set", "rho=1.5"], "params.rho"),
+    (["run", "glm-perceptron-se", "--workers", "0"], "--workers"),
+    (["run", "glm-perceptron-se", "--cluster", "nowhere"], "--cluster: unknown cluster"),
+    (["status", "never-ran"], "no results for this sweep"),
+    (["query", "toy", "--store", "{foreign}"], "written by something else"),
+    (["plot", "toy", "-o", "figure.pdf"], "-o: 'figure.pdf' is not a .png"),
+])
+def test_bad_input_one_line_exit_2_store_untouched(toy_store, tmp_path, args, words):
+    _, _, store = toy_store
+    import zarr
+
+    foreign = tmp_path / "foreign.zarr"
+    zarr.open_group(str(foreign), mode="w", zarr_format=3).attrs["owner"] = "someone else"
+    args = [a.replace("{foreign}", str(foreign)) for a in args]
+    if "--store" not in args:
+        args += ["--store", str(store)]
+    before = tree_digest(store)
+    code, out, err = cli(*args)
+    assert code == 2, (out, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and words in lines[0], err
+    assert tree_digest(store) == before
+
+
+def test_bad_spec_file_exit_2(tmp_path, toy_store):
+    _, _, store = toy_store
+    bad = tmp_path / "bad.toml"
+    bad.write_text('name = "bad"\nmodel = "glm"\n[params]\nalpha = 1.0\nprior = "laplace"\n[method]\nname = "se"\n')
+    before = tree_digest(store)
+    code, _, err = cli("run", bad, "--store", store)
+    assert code == 2 and "params.prior: 'laplace' is not valid" in err
+    assert tree_digest(store) == before
+
+
+def test_list_shows_shipped_sweeps():
+    code, out, _ = cli("list")
+    assert code == 0
+    for name in ("glm-perceptron-se", "glm-perceptron-gamp", "glm-binary-perceptron-thresholds",
+                 "glm-phase-retrieval-thresholds", "glm-cs-thresholds"):
+        assert name in out

@@ -1,0 +1,131 @@
+"""The path spec -> Dask -> store on a real distributed LocalCluster, including its faults."""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from spec_files import write_spec
+from seqphase.cluster import run_sweep
+from seqphase.results.store import DONE, FAILED, Store
+from seqphase.sweeps.planner import plan_sweep
+from seqphase.sweeps.spec import load_sweep
+
+
+def run(tmp_path, client, store="s.zarr", mode="resume", retries=2, **spec):
+    plan = plan_sweep(load_sweep(str(write_spec(tmp_path, **spec))))
+    group = Store(tmp_path / store).prepare(plan)
+    return run_sweep(plan, group, client, mode=mode, retries=retries, progress=False), group
+
+
+def test_sweep_resumes_and_grows(tmp_path, client):
+    summary, _ = run(tmp_path, client)
+    assert (summary.submitted, summary.done, summary.failed) == (4, 4, 0)
+    again, _ = run(tmp_path, client)
+    assert (again.submitted, again.already_done) == (0, 4)
+    grown, group = run(tmp_path, client, alpha=[0.5, 3.0])
+    assert (grown.submitted, grown.already_done) == (1, 1)
+    ds = xr.open_zarr(str(group.store.path), group="toy", consolidated=False).sortby("alpha")
+    alphas = ds["alpha"].values
+    assert np.allclose(ds["overlap"].values.ravel(), alphas / (1 + alphas))
+    assert (ds["status"].values == DONE).all() and (ds["attempts"].values == 1).all()
+    runs = ds.attrs["runs"]
+    assert [r["submitted"] for r in runs] == [4, 0, 1] and all(r["outcome"] == "finished" for r in runs)
+
+
+def test_seeds_are_reproducible(tmp_path, client):
+    run(tmp_path, client, store="a.zarr")
+    run(tmp_path, client, store="b.zarr")
+    a = xr.open_zarr(str(tmp_path / "a.zarr"), group="toy", consolidated=False)["noise"].values
+    b = xr.open_zarr(str(tmp_path / "b.zarr"), group="toy", consolidated=False)["noise"].values
+    assert np.array_equal(a, b) and np.unique(a).size == a.size
+
+
+def test_raising_task_is_retried_then_recorded_failed(tmp_path, client, marker_dir):
+    # "once" fails on its first attempt only: Dask's retries absorb it.
+    summary, _ = run(tmp_path, client, store="once.zarr", alpha=[0.11, 0.12], extra_params='fail = "once"')
+    assert (summary.done, summary.failed) == (2, 0)
+    # "always" exhausts the retries: recorded failed with its reason, the rest of the sweep finishes.
+    summary, group = run(tmp_path, client, store="mixed.zarr", alpha=[0.5, 1.0],
+                         extra_params='fail = ["never", "always"]')
+    assert (summary.done, summary.failed) == (2, 2)
+    status = group.ledger()[0]
+    errors = group.group["error"][...]
+    assert (status[:, 1, 0] == FAILED).all() and (status[:, 0, 0] == DONE).all()
+    assert all("RuntimeError: injected failure" in e for e in errors[:, 1, 0])
+    assert (group.group["attempts"][...][:, 1, 0] == 1).all()
+    # A plain rerun leaves recorded failures alone; retry-failed reruns exactly those.
+    again, _ = run(tmp_path, client, store="mixed.zarr", alpha=[0.5, 1.0], extra_params='fail = ["never", "always"]')
+    assert (again.submitted, again.skipped_failed) == (0, 2)
+    retried, group = run(tmp_path, client, store="mixed.zarr", mode="retry-failed", alpha=[0.5, 1.0],
+                         extra_params='fail = ["never", "always"]')
+    assert (retried.submitted, retried.failed) == (2, 2)
+    assert (group.group["attempts"][...][:, 1, 0] == 2).all()
+
+
+def test_retry_failed_recovers_transient_failures(tmp_path, client, marker_dir):
+    summary, group = run(tmp_path, client, retries=0, alpha=[0.21, 0.22, 0.23], extra_params='fail = "once"')
+    assert summary.failed == 3
+    retried, group = run(tmp_path, client, mode="retry-failed", retries=0, alpha=[0.21, 0.22, 0.23],
+                         extra_params='fail = "once"')
+    assert (retried.submitted, retried.done, retried.failed) == (3, 3, 0)
+    assert (group.ledger()[0] == DONE).all()
+
+
+def test_killed_worker_loses_no_point(tmp_path, client):
+    """SIGKILL a worker process mid-sweep: its points are rescheduled, every point is stored once."""
+    pids = list(client.run(os.getpid).values())
+    assert len(pids) == 2
+
+    def kill_one_worker_soon():
+        time.sleep(1.5)
+        os.kill(pids[0], signal.SIGKILL)
+
+    killer = threading.Thread(target=kill_one_worker_soon)
+    killer.start()
+    summary, group = run(tmp_path, client, alpha="0.1:1.2:12", extra_params="sleep = 0.4")
+    killer.join()
+    assert (summary.done, summary.failed) == (12, 0)
+    assert (group.ledger()[0] == DONE).all()
+    assert (group.group["attempts"][...] == 1).all()
+    client.wait_for_workers(2, timeout=60)
+    assert pids[0] not in client.run(os.getpid).values()  # the nanny replaced the killed process
+
+
+def test_killed_driver_resumes_without_duplicates(tmp_path):
+    """SIGKILL the whole `seqphase run` process mid-sweep, rerun: only the missing points run."""
+    spec = write_spec(tmp_path, alpha="0.1:1.6:16", extra_params="sleep = 0.5")
+    store = tmp_path / "driver.zarr"
+    cmd = [sys.executable, "-m", "seqphase.cli", "run", str(spec), "--store", str(store), "--workers", "2",
+           "--no-progress"]
+    proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.time() + 120
+    done_before = 0
+    while time.time() < deadline:
+        time.sleep(0.5)
+        try:
+            done_before = int((Store(store).open_sweep("toy").ledger()[0] == DONE).sum())
+        except Exception:
+            continue
+        if done_before >= 4:
+            break
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    group = Store(store).open_sweep("toy")
+    done_before = int((group.ledger()[0] == DONE).sum())
+    assert 4 <= done_before < 16
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    group = Store(store).open_sweep("toy")
+    assert (group.ledger()[0] == DONE).all()
+    assert (group.group["attempts"][...] == 1).all()  # no point computed twice
+    runs = group.attrs["runs"]
+    assert runs[-1]["submitted"] == 16 - done_before
+    assert "outcome" not in runs[0]  # the killed run never finished
+    assert f"{16 - done_before} computed, 0 failed, {done_before} already done" in out.stderr
