@@ -18,7 +18,9 @@ import numpy as np
 from seqphase.results.store import DONE
 
 
-def plot_sweep(ds, path):
+def plot_sweep(ds, path, companions=None):
+    """Draw `ds` to `path`. `companions` maps a role to another sweep's Dataset: the `[plot]` table of
+    a GAMP spec may name `se_sweep`, whose dense SE curve is then drawn under the GAMP points."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -29,7 +31,7 @@ def plot_sweep(ds, path):
     if method == "se":
         fig = _plot_se(plt, ds)
     elif method == "gamp":
-        fig = _plot_gamp(plt, ds)
+        fig = _plot_gamp(plt, ds, (companions or {}).get("se_sweep"))
     else:
         fig = _plot_threshold(plt, ds)
     fig.suptitle(ds.attrs.get("title", ds.attrs.get("seqphase_sweep", "")), fontsize=10)
@@ -105,9 +107,11 @@ def _plot_se(plt, ds):
     return fig
 
 
-def _plot_gamp(plt, ds):
+def _plot_gamp(plt, ds, se_ds=None):
     x = _x_dim(ds)
     fig, axes = plt.subplots(1, 3, figsize=(14, 4))
+    if se_ds is not None:
+        _overlay_se(se_ds, ds, x, axes)
     colors = itertools.cycle(plt.rcParams["axes.prop_cycle"].by_key()["color"])
     n_seeds = ds.sizes["seed"]
     for label, sel in _series(ds, x):
@@ -144,6 +148,21 @@ def _plot_gamp(plt, ds):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=6)
     return fig
+
+
+def _overlay_se(se_ds, ds, x, axes):
+    """Dense SE curve of a companion SE sweep at the GAMP sweep's fixed parameters (grey)."""
+    se_ds = se_ds.where(se_ds["status"] == DONE)
+    sel = {d: ds[d].values[0] for d in ds.attrs["point_dims"]
+           if d != x and d in se_ds.dims and ds.sizes[d] == 1 and ds[d].values[0] in se_ds[d].values}
+    sub = se_ds.sel(sel)
+    if x not in sub.dims:
+        return
+    xs = sub[x].values
+    axes[0].plot(xs, _squeeze(sub["overlap"].isel(row=0, col=0)).values, color="0.6", lw=1, zorder=0,
+                 label=f"SE ({se_ds.attrs.get('seqphase_sweep')})")
+    if "gen_error" in sub:
+        axes[1].plot(xs, _squeeze(sub["gen_error"]).values, color="0.6", lw=1, zorder=0, label="SE (dense)")
 
 
 def _plot_threshold(plt, ds):

@@ -262,6 +262,7 @@ class SweepGroup:
             "status_codes": json.dumps(STATUS_NAMES),
             "created_at": now_iso(),
             "runs": [],
+            "plot": json.dumps(plan.sweep.plot),
             "provenance": provenance(),
         }
         ds.attrs.update({k: v for k, v in attrs.items() if isinstance(v, (str, int, float))})
@@ -331,6 +332,7 @@ class SweepGroup:
 
     def update_spec(self, plan):
         self.group.attrs.update({"spec": plan.sweep.text, "spec_source": plan.sweep.source,
+                                 "plot": json.dumps(plan.sweep.plot),
                                  "spec_resolved": json.dumps(plan.sweep.resolved()), "updated_at": now_iso()})
 
     # -- ledger ---------------------------------------------------------------------------------

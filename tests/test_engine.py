@@ -129,3 +129,9 @@ def test_killed_driver_resumes_without_duplicates(tmp_path):
     assert runs[-1]["submitted"] == 16 - done_before
     assert "outcome" not in runs[0]  # the killed run never finished
     assert f"{16 - done_before} computed, 0 failed, {done_before} already done" in out.stderr
+
+
+def test_workers_get_the_allocator_settings(client):
+    """The glibc settings that keep SE quadratures fast must reach the worker processes."""
+    values = client.run(lambda: os.environ.get("MALLOC_MMAP_THRESHOLD_"))
+    assert set(values.values()) == {"33554432"}
