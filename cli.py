@@ -1,7 +1,10 @@
 """The `seqphase` command: thin; each subcommand delegates to sweeps/, cluster/ and results/.
 
     seqphase run SWEEP [--set NAME=V1,V2,... | NAME=start:stop:num]... [--store PATH]
-                       [--cluster local|ADDRESS] [--workers N] [--name NAME] [--retries N]
+                       [--cluster local|slurm|ADDRESS] [--workers N] [--name NAME] [--retries N]
+                       [--profile FILE] [--jobs N] [--partition P] [--walltime T]
+    seqphase submit SWEEP [--set ...]... [--store PATH] [--name NAME] [--retries N] [--retry-failed]
+                          [--profile FILE] [--jobs N] [--partition P] [--walltime T]
     seqphase list
     seqphase status SWEEP [--store PATH]
     seqphase query SWEEP [--format csv|json] [--all] [--store PATH] [-o FILE]
@@ -32,11 +35,20 @@ def build_parser():
     def add_store(p):
         p.add_argument("--store", default=None, help="zarr store (default ./results/seqphase.zarr)")
 
+    def add_slurm(p):
+        p.add_argument("--profile", default=None, metavar="FILE",
+                       help="SLURM profile .toml: partition, cores, memory, walltime, ... (docs/slurm.md)")
+        p.add_argument("--jobs", type=int, default=None, help="SLURM worker jobs to keep running (profile: jobs)")
+        p.add_argument("--partition", default=None, help="SLURM partition (overrides the profile)")
+        p.add_argument("--walltime", default=None, help="worker jobs' SLURM time limit (overrides the profile)")
+
     def add_cluster(p):
-        p.add_argument("--cluster", default="local", help="`local` (embedded Dask cluster) or a scheduler address")
+        p.add_argument("--cluster", default="local",
+                       help="`local` (embedded Dask cluster), `slurm` (worker jobs) or a scheduler address")
         p.add_argument("--workers", type=int, default=None, help="local workers (default: one per core)")
         p.add_argument("--retries", type=int, default=2, help="retries of a point that raises (default 2)")
         p.add_argument("--no-progress", action="store_true", help="no progress line")
+        add_slurm(p)
 
     run = sub.add_parser("run", help="run a sweep (resumes: only points not done are computed)")
     run.add_argument("sweep", help="shipped sweep name (seqphase list) or path to a .toml spec")
@@ -45,6 +57,17 @@ def build_parser():
     run.add_argument("--name", default=None, help="store under this sweep name instead of the spec's")
     add_store(run)
     add_cluster(run)
+
+    submit = sub.add_parser("submit", help="submit the driver of a sweep as a SLURM job (prints its job id)")
+    submit.add_argument("sweep", help="shipped sweep name (seqphase list) or path to a .toml spec")
+    submit.add_argument("--set", action="append", default=[], metavar="NAME=VALUES",
+                        help="override a parameter (V1,V2,... or start:stop:num) or a method setting")
+    submit.add_argument("--name", default=None, help="store under this sweep name instead of the spec's")
+    submit.add_argument("--retries", type=int, default=2, help="retries of a point that raises (default 2)")
+    submit.add_argument("--retry-failed", action="store_true",
+                        help="rerun only the points recorded as failed (like `seqphase retry-failed`)")
+    add_store(submit)
+    add_slurm(submit)
 
     sub.add_parser("list", help="list the shipped sweeps")
 
@@ -109,11 +132,12 @@ def _execute(sweep, args, mode):
         raise SeqphaseError("--workers", f"{args.workers} is not a positive number", "use --workers 1 or more")
     if args.retries < 0:
         raise SeqphaseError("--retries", "must be >= 0")
+    slurm_profile = _slurm_profile(args)
     plan = plan_sweep(sweep)
     store = Store(args.store)
     store.check(allow_missing=True)  # refuse a foreign or corrupted store before starting anything
     # Connect before touching the store: an unreachable cluster must leave it as it was.
-    with connect(args.cluster, args.workers) as client:
+    with connect(args.cluster, args.workers, slurm_profile=slurm_profile) as client:
         store.check(create=True)
         with store.lock():
             group = store.prepare(plan)
@@ -123,6 +147,97 @@ def _execute(sweep, args, mode):
                                 progress=not args.no_progress)
     print(f"seqphase: {summary.line()}", file=sys.stderr)
     return EXIT_FAILED_POINTS if summary.failed else 0
+
+
+def _slurm_profile(args):
+    """The SLURM profile for `--cluster slurm` (checked here, before anything starts); None otherwise."""
+    slurm_options = [o for o, v in (("--profile", args.profile), ("--jobs", args.jobs),
+                                     ("--partition", args.partition), ("--walltime", args.walltime)) if v is not None]
+    if args.cluster != "slurm":
+        if slurm_options:
+            raise SeqphaseError(slurm_options[0], "applies to --cluster slurm only",
+                                "add --cluster slurm, or use `seqphase submit`")
+        return None
+    if args.workers is not None:
+        raise SeqphaseError("--workers", "applies to local clusters only",
+                            "with SLURM use --jobs N (worker jobs) and `processes` in the profile")
+    from seqphase.cluster.slurm import load_profile
+
+    return load_profile(args.profile, jobs=args.jobs, partition=args.partition, walltime=args.walltime)
+
+
+def cmd_submit(args):
+    """Check everything (spec, store, profile, both job scripts) and only then sbatch the driver."""
+    from pathlib import Path
+
+    from seqphase.cluster import slurm
+    from seqphase.results.query import sweep_name
+    from seqphase.results.store import FAILED, Store, SweepGroup
+    from seqphase.sweeps.planner import plan_sweep
+    from seqphase.sweeps.spec import load_sweep, shipped_specs, sweep_from_resolved
+
+    if args.retries < 0:
+        raise SeqphaseError("--retries", "must be >= 0")
+    store = Store(args.store)
+    store.path = store.path.resolve()  # the driver job may start elsewhere: absolute paths only
+    store.check(allow_missing=True)
+    if args.retry_failed:
+        if args.set or args.name:
+            raise SeqphaseError("--retry-failed", "reruns the stored sweep as it is", "leave out --set and --name")
+        group = store.open_sweep(sweep_name(args.sweep))
+        plan = plan_sweep(sweep_from_resolved(json.loads(group.attrs["spec_resolved"]),
+                                              text=group.attrs.get("spec", "")))
+        name = group.name
+        command = ["retry-failed", name]
+        what = f"{int((group.ledger()[0] == FAILED).sum())} failed points"
+    else:
+        sweep = load_sweep(args.sweep, overrides=args.set, rename=args.name)
+        plan = plan_sweep(sweep)
+        name = sweep.name
+        what = f"{len(plan.points)} points"
+        if (store.path / name / "zarr.json").is_file():
+            SweepGroup(store, name).check_identity(plan)  # refuse now what the driver would refuse later
+        spec = args.sweep if args.sweep in shipped_specs() else str(Path(args.sweep).resolve())
+        command = ["run", spec] + [x for s in args.set for x in ("--set", s)] + \
+                  (["--name", args.name] if args.name else [])
+    _check_not_locked(store)
+    profile = slurm.load_profile(args.profile, jobs=args.jobs, partition=args.partition, walltime=args.walltime)
+    cwd = Path.cwd()
+    log_directory = slurm.log_directory_of(profile, cwd)
+    command = [sys.executable, "-m", "seqphase.cli"] + command + [
+        "--store", str(store.path), "--cluster", "slurm", "--jobs", str(profile.jobs),
+        "--retries", str(args.retries)]
+    if args.profile:
+        command += ["--profile", str(Path(args.profile).resolve())]
+    for option, value in (("--partition", args.partition), ("--walltime", args.walltime)):
+        if value is not None:
+            command += [option, value]
+    script = slurm.driver_job_script(profile, command, f"{slurm.DRIVER_JOB_PREFIX}-{name}", log_directory, cwd)
+    slurm.check_profile(profile, log_directory, driver_script=script)
+    log_directory.mkdir(parents=True, exist_ok=True)
+    job_id = slurm.submit_driver(script)
+    print(job_id)
+    print(f"seqphase: submitted driver job {job_id} for {name} ({what}; {profile.summary()})\n"
+          f"seqphase: driver log {log_directory}/{slurm.DRIVER_JOB_PREFIX}-{job_id}.out; "
+          f"follow with: seqphase status {name} --store {store.path}", file=sys.stderr)
+    return 0
+
+
+def _check_not_locked(store):
+    """Refuse to submit while another driver holds the store's lock (test only, nothing written)."""
+    import fcntl
+
+    lock = store.path / ".seqphase-driver.lock"
+    if not lock.is_file():
+        return
+    with open(lock) as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = handle.read().strip() or "another process"
+            raise SeqphaseError(str(store.path), f"another seqphase driver is writing this store ({holder})",
+                                "wait for it to finish (seqphase status), or use another --store")
+        fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def cmd_list(args):
@@ -153,6 +268,10 @@ def cmd_status(args):
     for index in zip(*(status == 3).nonzero()):
         params = group.cell_params(tuple(int(i) for i in index))
         print(f"  failed {params}: {errors[index]}")
+    worker_jobs = Counter(str(j) for j in group.group["slurm_job_id"][...][status == 2].ravel() if str(j))
+    if worker_jobs:  # recorded per point by the workers (SLURM_JOB_ID); sacct is never asked
+        ordered = sorted(worker_jobs.items(), key=lambda item: (len(item[0]), item[0]))
+        print("  slurm worker jobs (points done): " + ", ".join(f"{job} ({n})" for job, n in ordered))
     for run in group.attrs.get("runs", []):
         job = f" slurm job {run['slurm_job_id']}" if run.get("slurm_job_id") else ""
         print(f"  run {run.get('started_at')} {run.get('mode')} on {run.get('host')}{job}: "
@@ -182,12 +301,20 @@ def cmd_plot(args):
     if not args.output.lower().endswith(".png"):
         raise SeqphaseError("-o", f"{args.output!r} is not a .png file", "write e.g. -o figure.png")
     ds = open_results(args.sweep, args.store)
-    plot_sweep(ds, args.output)
+    companions = {}
+    for role, name in json.loads(ds.attrs.get("plot", "{}")).items():
+        if role == "se_sweep":
+            try:
+                companions[role] = open_results(name, args.store)
+            except SeqphaseError:
+                print(f"seqphase: note: {name} is not in the store; run it to draw the dense SE curve",
+                      file=sys.stderr)
+    plot_sweep(ds, args.output, companions)
     print(f"seqphase: wrote {args.output}", file=sys.stderr)
     return 0
 
 
-COMMANDS = {"run": cmd_run, "list": cmd_list, "status": cmd_status, "query": cmd_query, "plot": cmd_plot,
+COMMANDS = {"run": cmd_run, "submit": cmd_submit, "list": cmd_list, "status": cmd_status, "query": cmd_query, "plot": cmd_plot,
             "retry-failed": cmd_retry_failed}
 
 

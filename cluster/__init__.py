@@ -1,4 +1,5 @@
-"""Where tasks run: an embedded local Dask cluster (default) or an existing scheduler address.
+"""Where tasks run: an embedded local Dask cluster (default), an existing scheduler address, or Dask
+workers as SLURM jobs (`slurm.py`, dask-jobqueue; `seqphase submit` also runs the driver as a job).
 
 `connect()` yields a `distributed.Client`; `run_sweep` (driver.py) submits points to it. This package
 knows nothing of the physics: workers call `seqphase.cluster.tasks.execute_point`, which calls core.

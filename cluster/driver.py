@@ -67,8 +67,15 @@ def failed_points(plan, group):
     """Points of the cells that the ledger records as failed (whatever grid the last run asked for)."""
     status, _ = group.ledger()
     cells = [tuple(int(i) for i in idx) for idx in zip(*(status == FAILED).nonzero())]
-    return [make_point(plan.model, plan.identity, group.dims,
-                       [group.cell_params(idx)[d] for d in group.dims]) for idx in cells]
+    method = plan.sweep.method
+    points = []
+    for idx in cells:
+        stored = group.cell_params(idx)
+        # Coordinates come back as float or str; re-normalise (an int parameter hashes as an int).
+        values = [plan.model.check_value(method, d, stored[d]) if d in plan.model.params else stored[d]
+                  for d in group.dims]
+        points.append(make_point(plan.model, plan.identity, group.dims, values))
+    return points
 
 
 def run_sweep(plan, group, client, *, mode="resume", retries=DEFAULT_RETRIES, progress=True, stream=None):

@@ -204,8 +204,9 @@ class Model:
 def _registry():
     # Imported lazily so `import seqphase` stays light and a broken optional model cannot break the CLI.
     from seqphase.core.glm import GLMModel
+    from seqphase.core.multiindex_model import MultiIndexModel
 
-    return {model.name: model for model in (GLMModel(),)}
+    return {model.name: model for model in (GLMModel(), MultiIndexModel())}
 
 
 def model_names():

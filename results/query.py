@@ -15,7 +15,7 @@ import numpy as np
 
 from seqphase.results.store import DONE, LEDGER, STATUS_NAMES, Store, _quiet
 
-ROW_DIMS = ("seed", "iteration")
+ROW_DIMS = ("seed", "iteration", "stage")
 MATRIX_DIMS = ("row", "col")
 
 

@@ -57,16 +57,16 @@ def test_raising_task_is_retried_then_recorded_failed(tmp_path, client, marker_d
     assert (summary.done, summary.failed) == (2, 2)
     status = group.ledger()[0]
     errors = group.group["error"][...]
-    assert (status[:, 1, 0] == FAILED).all() and (status[:, 0, 0] == DONE).all()
-    assert all("RuntimeError: injected failure" in e for e in errors[:, 1, 0])
-    assert (group.group["attempts"][...][:, 1, 0] == 1).all()
+    assert (status[:, 1, 0, 0] == FAILED).all() and (status[:, 0, 0, 0] == DONE).all()
+    assert all("RuntimeError: injected failure" in e for e in errors[:, 1, 0, 0])
+    assert (group.group["attempts"][...][:, 1, 0, 0] == 1).all()
     # A plain rerun leaves recorded failures alone; retry-failed reruns exactly those.
     again, _ = run(tmp_path, client, store="mixed.zarr", alpha=[0.5, 1.0], extra_params='fail = ["never", "always"]')
     assert (again.submitted, again.skipped_failed) == (0, 2)
     retried, group = run(tmp_path, client, store="mixed.zarr", mode="retry-failed", alpha=[0.5, 1.0],
                          extra_params='fail = ["never", "always"]')
     assert (retried.submitted, retried.failed) == (2, 2)
-    assert (group.group["attempts"][...][:, 1, 0] == 2).all()
+    assert (group.group["attempts"][...][:, 1, 0, 0] == 2).all()
 
 
 def test_retry_failed_recovers_transient_failures(tmp_path, client, marker_dir):
@@ -124,7 +124,10 @@ def test_killed_driver_resumes_without_duplicates(tmp_path):
     assert out.returncode == 0, out.stderr
     group = Store(store).open_sweep("toy")
     assert (group.ledger()[0] == DONE).all()
-    assert (group.group["attempts"][...] == 1).all()  # no point computed twice
+    # No point is computed twice, except possibly the one whose write the SIGKILL interrupted (its data
+    # landed, its done flag did not): that one is correctly recomputed.
+    attempts = group.group["attempts"][...]
+    assert attempts.max() <= 2 and (attempts == 2).sum() <= 1
     runs = group.attrs["runs"]
     assert runs[-1]["submitted"] == 16 - done_before
     assert "outcome" not in runs[0]  # the killed run never finished

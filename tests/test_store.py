@@ -80,8 +80,8 @@ def test_template_written_once_readable_by_plain_xarray(tmp_path):
     plan = plan_sweep(load_sweep(str(write_spec(tmp_path))))
     group = store.prepare(plan)
     ds = xr.open_zarr(str(store.path), group="toy", consolidated=False)
-    assert ds["overlap"].dims == ("alpha", "fail", "sleep", "row", "col")
-    assert ds["overlap"].encoding["chunks"] == (1, 1, 1, 1, 1)
+    assert ds["overlap"].dims == ("alpha", "fail", "sleep", "copies", "row", "col")
+    assert ds["overlap"].encoding["chunks"] == (1, 1, 1, 1, 1, 1)
     assert np.isnan(ds["overlap"].values).all() and (ds["status"].values == 0).all()
     assert ds.attrs["identity_hash"] == plan.identity_hash
     assert "seqphase_version" in ds.attrs["provenance"] and "zarr" in ds.attrs["provenance"]["versions"]

@@ -22,6 +22,8 @@ class ToyModel(Model):
                 "alpha": Param("alpha", "float", "sample complexity", REQUIRED, low=0.0),
                 "fail": Param("fail", "choice", "inject a failure", "never", choices=("never", "always", "once")),
                 "sleep": Param("sleep", "float", "seconds to sleep", 0.0, low=0.0, low_inclusive=True),
+                # An int parameter: stored as a float coordinate, it must hash as an int on retry.
+                "copies": Param("copies", "int", "unused integer parameter", 1, low=1, low_inclusive=True),
             },
             methods={"se": Method({"scale": Param("scale", "float", "output scale", 1.0, low=0.0)}, version=1,
                                   doc="closed form")},

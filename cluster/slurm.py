@@ -1,0 +1,441 @@
+"""The SLURM backend: Dask workers as SLURM jobs (dask-jobqueue), and the driver itself as a job.
+
+A small TOML profile describes the worker jobs (every key optional):
+
+    partition = "xeon"                 # sbatch -p
+    account = "myproject"              # sbatch -A
+    cores = 32                         # CPUs per worker job
+    processes = 32                     # Dask worker processes per job, one thread each (default: cores)
+    memory = "120GB"                   # per worker job
+    walltime = "04:00:00"              # sbatch -t, any SLURM time format
+    lifetime = "3h30m"                 # worker --lifetime (default: walltime - 10% - stagger)
+    lifetime_stagger = "10m"           # worker --lifetime-stagger (default: 5% of walltime, <= 10m)
+    jobs = 4                           # worker jobs kept alive (override: --jobs)
+    job_extra_directives = ["--qos=normal", "--constraint=xeon"]
+    job_directives_skip = ["--mem"]    # generated #SBATCH lines containing these are dropped
+    job_script_prologue = ["module load python/3.11"]
+    interface = "ib0"                  # network interface of scheduler and workers
+    local_directory = "$TMPDIR"        # worker scratch
+    log_directory = "slurm-logs"       # job logs (relative to where you submit)
+    death_timeout = 60                 # a worker without scheduler exits after this many seconds
+    allowed_failures = 5               # worker deaths a point may cause before it is `failed: killed`
+    [driver]                           # the job `seqphase submit` creates for the driver
+    partition = "xeon"                 # default: the workers' partition
+    walltime = "2-00:00:00"            # default: the partition's default time limit
+    cpus = 1
+    memory = "4GB"
+    job_extra_directives = []
+
+The workers are kept at `jobs` by `adapt(minimum_jobs=jobs, maximum_jobs=jobs)`: a plain `scale()` never
+replaces a job lost to `scancel`, walltime or a node failure, adapt does. Workers retire themselves at
+`lifetime` (staggered, below the walltime), so their tasks move elsewhere before SLURM kills them, and
+adapt submits a fresh job in their place.
+
+Everything is checked before any job is submitted: the profile's keys and types, then both job scripts
+with `sbatch --test-only` (an unknown partition, an unparsable walltime or a directive the site refuses
+comes back as one line with SLURM's own message).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import logging
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+try:  # Python >= 3.11
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover
+    import tomli as tomllib
+
+from seqphase.core.errors import ClusterError
+
+WORKER_JOB_PREFIX = "seqphase-worker"
+DRIVER_JOB_PREFIX = "seqphase-driver"
+DEFAULT_JOBS = 2
+ADAPT_INTERVAL = "2s"
+# How long the cluster waits for a vanished worker to come back before it forgets its job, after
+# which adapt submits a replacement (Dask's default, 15 s, made replacements take about 17 s).
+LOST_WORKER_TIMEOUT = "4s"
+
+
+@dataclasses.dataclass
+class DriverJob:
+    partition: str | None = None
+    account: str | None = None
+    walltime: str | None = None
+    cpus: int = 1
+    memory: str = "4GB"
+    job_extra_directives: list = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class Profile:
+    partition: str | None = None
+    account: str | None = None
+    cores: int = 1
+    processes: int | None = None
+    memory: str = "2GB"
+    walltime: str = "01:00:00"
+    lifetime: str | None = None
+    lifetime_stagger: str | None = None
+    jobs: int = DEFAULT_JOBS
+    job_extra_directives: list = dataclasses.field(default_factory=list)
+    job_directives_skip: list = dataclasses.field(default_factory=list)
+    job_script_prologue: list = dataclasses.field(default_factory=list)
+    interface: str | None = None
+    local_directory: str | None = None
+    log_directory: str = "slurm-logs"
+    death_timeout: int = 60
+    allowed_failures: int = 5
+    python: str | None = None
+    driver: DriverJob = dataclasses.field(default_factory=DriverJob)
+    source: str = "<default profile>"
+
+    # -- derived ------------------------------------------------------------------------------
+    @property
+    def n_processes(self):
+        return self.processes or self.cores
+
+    def lifetimes(self, strict=True):
+        """(lifetime, stagger) in seconds, or (None, None) for an unlimited walltime (or, unless
+        `strict`, one this parser cannot read: sbatch then gets to say what is wrong with it)."""
+        wall = parse_slurm_time(self.walltime)
+        if wall is None and not strict:
+            return None, None
+        if wall is None:
+            raise ClusterError(f"{self.source}: walltime", f"cannot read {self.walltime!r} as a SLURM time",
+                               "write e.g. \"04:00:00\", \"90\" (minutes) or \"1-12:00:00\"")
+        if wall == float("inf"):
+            if self.lifetime is None:
+                return None, None
+            wall = None
+        stagger = (_duration(self.lifetime_stagger, "lifetime_stagger", self.source)
+                   if self.lifetime_stagger is not None else min(0.05 * (wall or 0), 600.0))
+        if self.lifetime is not None:
+            lifetime = _duration(self.lifetime, "lifetime", self.source)
+        else:
+            lifetime = wall - min(0.1 * wall, 900.0) - stagger
+        if lifetime <= 0 or (wall is not None and lifetime + stagger >= wall):
+            raise ClusterError(f"{self.source}: lifetime",
+                               f"lifetime {lifetime:.0f}s + stagger {stagger:.0f}s must be positive and below "
+                               f"the walltime {self.walltime} ({wall:.0f}s)" if wall else
+                               f"lifetime {lifetime:.0f}s must be positive",
+                               "shorten lifetime/lifetime_stagger or lengthen walltime")
+        return lifetime, stagger
+
+    def job_kwargs(self, log_directory):
+        """Keyword arguments of dask_jobqueue.SLURMCluster / SLURMJob for the worker jobs."""
+        lifetime, stagger = self.lifetimes(strict=False)
+        extra_args = []
+        if lifetime is not None:
+            extra_args = ["--lifetime", f"{lifetime:.0f}s", "--lifetime-stagger", f"{stagger:.0f}s"]
+        return dict(
+            queue=self.partition, account=self.account, cores=self.cores, processes=self.n_processes,
+            memory=self.memory, walltime=self.walltime, job_name=WORKER_JOB_PREFIX,
+            # The log lines are written here, not by dask-jobqueue's `log_directory`, which would create
+            # the folder as soon as a job script is rendered (a refused profile must leave no trace).
+            job_extra_directives=[f"-e {log_directory}/{WORKER_JOB_PREFIX}-%J.err",
+                                  f"-o {log_directory}/{WORKER_JOB_PREFIX}-%J.out"] + list(self.job_extra_directives),
+            job_directives_skip=list(self.job_directives_skip),
+            job_script_prologue=_worker_environ_prologue() + list(self.job_script_prologue),
+            worker_extra_args=extra_args, interface=self.interface, local_directory=self.local_directory,
+            death_timeout=self.death_timeout,
+            python=self.python or sys.executable,
+        )
+
+    def summary(self):
+        lifetime, stagger = self.lifetimes()
+        life = f", lifetime {lifetime:.0f}s±{stagger:.0f}s" if lifetime else ""
+        return (f"{self.jobs} worker jobs x {self.n_processes} processes on partition "
+                f"{self.partition or '(default)'}, {self.cores} cores, {self.memory}, walltime {self.walltime}{life}")
+
+
+def _worker_environ_prologue():
+    """The environment the local backend gives its worker processes (allocator, BLAS threads), passed
+    to the nannies in the worker jobs through Dask's config variable."""
+    from seqphase.cluster import local
+
+    environ = getattr(local, "WORKER_ENVIRON", None)
+    if not environ:
+        return []
+    return ["export DASK_DISTRIBUTED__NANNY__PRE_SPAWN_ENVIRON='" + json.dumps(dict(environ)) + "'"]
+
+
+# -- profile loading --------------------------------------------------------------------------------
+_TYPES = {
+    "partition": (str,), "account": (str,), "cores": (int,), "processes": (int,), "memory": (str,),
+    "walltime": (str, int), "lifetime": (str, int), "lifetime_stagger": (str, int), "jobs": (int,),
+    "job_extra_directives": (list,), "job_directives_skip": (list,), "job_script_prologue": (list,),
+    "interface": (str,), "local_directory": (str,), "log_directory": (str,), "death_timeout": (int,),
+    "allowed_failures": (int,), "python": (str,),
+}
+_DRIVER_TYPES = {"partition": (str,), "account": (str,), "walltime": (str, int), "cpus": (int,),
+                 "memory": (str,), "job_extra_directives": (list,)}
+_POSITIVE = {"cores", "processes", "jobs", "death_timeout", "cpus"}
+
+
+def load_profile(path=None, *, jobs=None, partition=None, walltime=None):
+    """Read and check a profile file (None: the defaults), then apply the CLI overrides."""
+    raw, source = {}, "<default profile>"
+    if path is not None:
+        source = str(path)
+        try:
+            text = Path(path).read_text()
+        except OSError as exc:
+            raise ClusterError("--profile", f"cannot read {path} ({exc.strerror or exc})",
+                               "give the path of a SLURM profile .toml (see docs/slurm.md)")
+        try:
+            raw = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ClusterError(source, f"malformed TOML: {exc}", "fix the syntax of the profile")
+    driver_raw = raw.pop("driver", {})
+    if not isinstance(driver_raw, dict):
+        raise ClusterError(f"{source}: driver", "must be a table", "write [driver] followed by its keys")
+    values = _checked(raw, _TYPES, source, "")
+    driver_values = _checked(driver_raw, _DRIVER_TYPES, source, "driver.")
+    profile = Profile(**values, driver=DriverJob(**driver_values), source=source)
+    if jobs is not None:
+        if jobs < 1:
+            raise ClusterError("--jobs", f"{jobs} is not a positive number of worker jobs", "use --jobs 1 or more")
+        profile.jobs = jobs
+    if partition is not None:
+        profile.partition = partition
+    if walltime is not None:
+        profile.walltime = walltime
+    if profile.processes is not None and profile.cores % profile.processes:
+        raise ClusterError(f"{source}: processes", f"{profile.processes} processes do not divide {profile.cores} cores",
+                           "give processes a divisor of cores (one thread per process: processes = cores)")
+    if profile.driver.partition is None:
+        profile.driver.partition = profile.partition
+    if profile.driver.account is None:
+        profile.driver.account = profile.account
+    return profile
+
+
+def _checked(raw, types, source, prefix):
+    out = {}
+    for key, value in raw.items():
+        where = f"{source}: {prefix}{key}"
+        if key not in types:
+            raise ClusterError(where, "unknown profile key", f"use only {', '.join(sorted(types))}")
+        if isinstance(value, bool) or not isinstance(value, types[key]):
+            kinds = " or ".join("a list of strings" if t is list else {str: "a string", int: "an integer"}[t]
+                                for t in types[key])
+            raise ClusterError(where, f"{value!r} is not {kinds}", "fix its type in the profile")
+        if isinstance(value, list) and not all(isinstance(v, str) for v in value):
+            raise ClusterError(where, "must be a list of strings", 'write e.g. ["--qos=normal"]')
+        if key in _POSITIVE and value < 1:
+            raise ClusterError(where, f"{value} is not positive", "use 1 or more")
+        if key in ("walltime", "lifetime", "lifetime_stagger") and isinstance(value, int):
+            value = str(value) if key == "walltime" else f"{value}s"
+        out[key] = value
+    return out
+
+
+_SLURM_TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
+
+
+def parse_slurm_time(text):
+    """Seconds of a SLURM time limit ("MM", "MM:SS", "HH:MM:SS", "D-HH", "D-HH:MM", "D-HH:MM:SS"),
+    inf for UNLIMITED/INFINITE, None if unreadable."""
+    text = str(text).strip()
+    if text.upper() in ("UNLIMITED", "INFINITE", "-1"):
+        return float("inf")
+    m = _SLURM_TIME.match(text)
+    if not m:
+        return None
+    days, a, b, c = m.groups()
+    if days is not None:  # D-HH[:MM[:SS]]
+        return int(days) * 86400 + int(a) * 3600 + int(b or 0) * 60 + int(c or 0)
+    if c is not None:  # HH:MM:SS
+        return int(a) * 3600 + int(b) * 60 + int(c)
+    if b is not None:  # MM:SS
+        return int(a) * 60 + int(b)
+    return int(a) * 60  # MM
+
+
+def _duration(text, key, source):
+    """Seconds of a lifetime: a Dask duration ("20s", "3h", "90m") or a SLURM time ("03:40:00")."""
+    text = str(text).strip()
+    if ":" in text or "-" in text:
+        seconds = parse_slurm_time(text)
+    else:
+        from dask.utils import parse_timedelta
+
+        try:
+            seconds = parse_timedelta(text.replace(" ", ""), default="s")
+        except (ValueError, KeyError, TypeError):
+            seconds = None
+        if seconds is None:  # "3h40m"
+            parts = re.findall(r"(\d+(?:\.\d+)?)\s*([dhms])", text)
+            if parts and "".join(n + u for n, u in parts) == text.replace(" ", ""):
+                seconds = sum(float(n) * {"d": 86400, "h": 3600, "m": 60, "s": 1}[u] for n, u in parts)
+    if seconds is None or seconds == float("inf"):
+        raise ClusterError(f"{source}: {key}", f"cannot read {text!r} as a duration",
+                           'write e.g. "20s", "55m", "3h40m" or "03:40:00"')
+    return float(seconds)
+
+
+# -- sbatch ---------------------------------------------------------------------------------------
+def _require_sbatch():
+    if shutil.which("sbatch") is None:
+        raise ClusterError("--cluster slurm", "sbatch is not on PATH (no SLURM client here)",
+                           "run on a SLURM login node, or start the local one: cluster/dev-slurm/start.sh")
+
+
+def _slurm_message(stderr, stdout=""):
+    lines = [ln.strip() for ln in (stderr or stdout).splitlines() if ln.strip()]
+    lines = [ln for ln in lines if not ln.startswith("Try \"sbatch --help\"")]
+    return "; ".join(lines) or "no message"
+
+
+def sbatch_test_only(script, what, source):
+    """Ask SLURM whether it would accept `script` (`sbatch --test-only`): nothing is submitted."""
+    _require_sbatch()
+    try:
+        out = subprocess.run(["sbatch", "--test-only"], input=script, capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        raise ClusterError("--cluster slurm", "sbatch --test-only did not answer within 60 s",
+                           "check that slurmctld is up (sinfo)")
+    if out.returncode != 0:
+        raise ClusterError(f"{source}", f"SLURM refuses the {what} job: {_slurm_message(out.stderr, out.stdout)}",
+                           "fix the profile (partition, walltime, job_extra_directives, job_directives_skip)")
+
+
+def worker_job_script(profile, log_directory):
+    from dask_jobqueue.slurm import SLURMJob
+
+    try:
+        job = SLURMJob(scheduler="tcp://127.0.0.1:8786", name="seqphase-check", **profile.job_kwargs(log_directory))
+    except (ValueError, TypeError) as exc:
+        raise ClusterError(profile.source, f"dask-jobqueue refuses the profile: {exc}", "fix the profile")
+    return job.job_script()
+
+
+def driver_job_script(profile, command, job_name, log_directory, cwd):
+    d = profile.driver
+    lines = ["#!/usr/bin/env bash", f"#SBATCH -J {job_name}", f"#SBATCH -o {log_directory}/{DRIVER_JOB_PREFIX}-%j.out",
+             f"#SBATCH -e {log_directory}/{DRIVER_JOB_PREFIX}-%j.out", f"#SBATCH -D {cwd}", "#SBATCH -n 1",
+             f"#SBATCH --cpus-per-task={d.cpus}", f"#SBATCH --mem={_slurm_memory(d.memory, profile.source)}"]
+    if d.walltime:
+        lines.append(f"#SBATCH -t {d.walltime}")
+    if d.partition:
+        lines.append(f"#SBATCH -p {d.partition}")
+    if d.account:
+        lines.append(f"#SBATCH -A {d.account}")
+    lines += [f"#SBATCH {x}" for x in d.job_extra_directives]
+    lines += ["# the seqphase driver: Dask scheduler + client; it submits the worker jobs itself",
+              "echo \"seqphase driver job $SLURM_JOB_ID on $(hostname) at $(date -Is)\"",
+              "exec " + " ".join(shlex.quote(c) for c in command), ""]
+    return "\n".join(lines)
+
+
+def _slurm_memory(text, source):
+    from dask.utils import parse_bytes
+    from dask_jobqueue.slurm import slurm_format_bytes_ceil
+
+    try:
+        return slurm_format_bytes_ceil(parse_bytes(text))
+    except (ValueError, TypeError):
+        raise ClusterError(f"{source}: driver.memory", f"cannot read {text!r} as a size", 'write e.g. "4GB"')
+
+
+def check_profile(profile, log_directory, driver_script=None):
+    """Everything SLURM can tell before submitting: the worker job (and the driver job) would be accepted."""
+    sbatch_test_only(worker_job_script(profile, log_directory), "worker", profile.source)
+    if driver_script is not None:
+        sbatch_test_only(driver_script, "driver", profile.source)
+    profile.lifetimes()  # after SLURM has read the walltime: its message is the clearer one
+
+
+def submit_driver(script):
+    """sbatch the driver script; return the job id."""
+    _require_sbatch()
+    out = subprocess.run(["sbatch", "--parsable"], input=script, capture_output=True, text=True, timeout=120)
+    if out.returncode != 0:
+        raise ClusterError("sbatch", f"SLURM refused the driver job: {_slurm_message(out.stderr, out.stdout)}",
+                           "fix the profile")
+    return out.stdout.strip().split(";")[0]
+
+
+def log_directory_of(profile, base=None):
+    path = Path(os.path.expandvars(profile.log_directory))
+    return (Path(base or os.getcwd()) / path).resolve() if not path.is_absolute() else path
+
+
+# -- the cluster ----------------------------------------------------------------------------------
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (scancel, the driver job's walltime): unwind like Ctrl-C so the workers are cancelled."""
+
+
+def _in_store_write(frame):
+    """Whether the interrupted code is inside results/store.py (a point's data, ledger or done flag)."""
+    while frame is not None:
+        if os.path.basename(frame.f_code.co_filename) == "store.py" and \
+                os.path.basename(os.path.dirname(frame.f_code.co_filename)) == "results":
+            return True
+        frame = frame.f_back
+    return False
+
+
+@contextlib.contextmanager
+def _sigterm_unwinds():
+    """On SIGTERM raise Terminated in the main thread, but never in the middle of a store write: a
+    point stored without its done flag would be computed (and counted) again on resume. The signal is
+    then re-checked every 50 ms (SIGALRM) until the write is over; SLURM waits KillWait (30 s by
+    default) before its SIGKILL."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        if _in_store_write(frame):
+            signal.setitimer(signal.ITIMER_REAL, 0.05)
+            return
+        raise Terminated("SIGTERM")
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGALRM)}
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+@contextlib.contextmanager
+def connect_slurm(profile, stream=None):
+    """Yield a Client of a SLURMCluster kept at `profile.jobs` worker jobs; cancel them on exit."""
+    import dask
+    from distributed import Client
+
+    stream = stream or sys.stderr
+    log_directory = log_directory_of(profile)
+    check_profile(profile, log_directory)
+    from dask_jobqueue import SLURMCluster
+
+    log_directory.mkdir(parents=True, exist_ok=True)
+    config = {"distributed.scheduler.allowed-failures": profile.allowed_failures,
+              "distributed.deploy.lost-worker-timeout": LOST_WORKER_TIMEOUT}
+    with dask.config.set(config), _sigterm_unwinds():
+        cluster = SLURMCluster(scheduler_options={"dashboard_address": ":0"}, silence_logs=logging.ERROR,
+                               **profile.job_kwargs(log_directory))
+        try:
+            cluster.adapt(minimum_jobs=profile.jobs, maximum_jobs=profile.jobs, interval=ADAPT_INTERVAL,
+                          wait_count=3)
+            print(f"seqphase: slurm: {profile.summary()}; scheduler {cluster.scheduler_address}; "
+                  f"job logs in {log_directory}", file=stream)
+            with Client(cluster) as client:
+                yield client
+        finally:
+            cluster.close()

@@ -1,0 +1,230 @@
+"""Multi-index models y = g(W x / sqrt d), W in R^{p x d} with Gaussian prior N(0, I_p) columns.
+
+Registry name "multiindex". Parameters: `channel` (see `core/multiindex/channels.py`: "z1z2",
+"sign-z1z2", "norm2", "z1z2z3", "sign-z1z2z3", "committee3", "staircase", "square", "abs"), `p`
+(only for "norm2": ||z||^2 in p dims, 1 <= p <= 3; leave it at its default 0 = "not used" for the
+other channels), `alpha` (> 0; not for threshold sweeps).
+
+Stored p x p variables are padded to P_MAX = 3 (rows/cols beyond the channel's p are NaN), so the
+extra dims `row`, `col` have a size known from the settings alone and channels of different p can
+share one sweep. `stage` (threshold method) has `max_stages` entries (default 3), padded with NaN.
+
+Methods:
+- "se": p x p SE (Monte Carlo with common random numbers) from the uninformed start (Q0 = 1e-4 I,
+  "amp") and an informed start (Q0 = (1 - 1e-3) I); `overlap` is the branch of larger overlap trace
+  (the free entropy is not computed for multi-index channels); gen_error by Monte Carlo.
+- "gamp": GAMP on `n_seeds` instances of dimension d; per-iteration overlap M = W_hat W*^T / d and
+  self-overlap; SE prediction of the AMP branch.
+- "threshold": the grand staircase: per stage, alpha by linear stability (trivial 0 / easy 1/lambda
+  / hard inf / first-order jump) and by SE bisection with small side information, the dimension and
+  projector of the subspace learned after that stage, and the stage kind.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from seqphase.core.errors import ParameterError
+from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, Variable
+from seqphase.core.multiindex import gamp as mgamp
+from seqphase.core.multiindex import se as mse
+from seqphase.core.multiindex import thresholds as mth
+from seqphase.core.multiindex.channels import MI_CHANNELS, P_MAX, make_channel
+
+_SE = {
+    "damping": Param("damping", "float", "weight of the old iterate", 0.3, low=0.0, high=1.0,
+                     low_inclusive=True, high_inclusive=False),
+    "tol": Param("tol", "float", "stop when max |change of Q| < tol", 1e-6, low=0.0, high=1e-2),
+    "max_iter": Param("max_iter", "int", "iteration cap of each SE run", 200, low=1, high=100_000,
+                      low_inclusive=True),
+    "n_mc": Param("n_mc", "int", "Monte Carlo samples (common random numbers)", 4000, low=100,
+                  high=10_000_000, low_inclusive=True),
+}
+_GAMP = {
+    "d": Param("d", "int", "dimension", 1000, low=10, high=100_000, low_inclusive=True),
+    "n_seeds": Param("n_seeds", "int", "instances per point", 16, low=1, high=4096, low_inclusive=True),
+    "max_iter": Param("max_iter", "int", "GAMP iterations", 60, low=1, high=10_000, low_inclusive=True),
+    "damping": Param("damping", "float", "GAMP damping", 0.0, low=0.0, high=1.0, low_inclusive=True,
+                     high_inclusive=False),
+    "tol": Param("tol", "float", "stop when the estimate moves less than tol (rms)", 1e-6, low=0.0, high=1e-1),
+    "side_info": Param("side_info", "float", "side-information SNR lambda", 0.0, low=0.0, high=1.0,
+                       low_inclusive=True),
+}
+_THR = {
+    "max_stages": Param("max_stages", "int", "length of the stage dim (NaN-padded)", 3, low=1, high=10,
+                        low_inclusive=True),
+    "alpha_lo": Param("alpha_lo", "float", "lower end of the bisection bracket", 0.05, low=0.0),
+    "alpha_hi": Param("alpha_hi", "float", "upper end of the bisection bracket", 20.0, low=0.0),
+    "rtol": Param("rtol", "float", "relative width at which bisections stop", 1e-3, low=0.0, high=0.1),
+    "side_info": Param("side_info", "float", "side information lambda of the bisection SE", 1e-12,
+                       low=0.0, high=1e-3, low_inclusive=True),
+    "bisection": Param("bisection", "bool", "also locate every threshold by SE bisection", True),
+}
+
+
+#: quadrature resolution of the isotropic SE per channel (relative error of qhat < 1e-3 for q <= 0.6,
+#: measured against n_gh 20 / doubled y-rule density; see docs/multiindex.md)
+ISO_SE = {"z1z2": dict(n_gh=12, res=1.0, tol=1e-6), "sign-z1z2": dict(n_gh=40, tol=1e-8)}
+
+
+def _pad(A, p):
+    out = np.full((P_MAX, P_MAX), np.nan)
+    out[:p, :p] = A
+    return out
+
+
+class MultiIndexModel(Model):
+    def __init__(self):
+        super().__init__(
+            name="multiindex",
+            description="multi-index models y = g(W x / sqrt d) with Gaussian prior: p x p SE, GAMP, "
+                        "weak-learnability thresholds and the grand staircase",
+            params={
+                "alpha": Param("alpha", "float", "sample complexity n/d", REQUIRED, low=0.0),
+                "channel": Param("channel", "choice", "multi-index channel", "z1z2", choices=tuple(MI_CHANNELS)),
+                "p": Param("p", "int", "number of indices of 'norm2' (0 = not used)", 0, low=0, high=P_MAX,
+                           low_inclusive=True),
+            },
+            methods={
+                "se": Method(_SE, version=1, doc="p x p state evolution, two starts"),
+                "gamp": Method(_GAMP, version=1, doc="GAMP with p x p Onsager terms"),
+                "threshold": Method(_THR, version=1, doc="grand staircase, two ways per stage",
+                                    excludes=("alpha",)),
+            },
+        )
+
+    def check_point(self, method, params):
+        ch, p = params.get("channel"), params.get("p", 0)
+        if ch == "norm2" and p == 0:
+            raise ParameterError("params.p", "channel 'norm2' needs p", f"set p in 1..{P_MAX}")
+        if ch != "norm2" and p != 0:
+            raise ParameterError("params.p", f"p={p} is only used by channel 'norm2'", "remove p")
+        if ch == "norm2" and p == 3 and method in ("se", "gamp"):
+            raise ParameterError("params.p", "g_out of norm2 is implemented for p <= 2 (quadrature budget)",
+                                 "use p = 1 or 2 for se/gamp (p = 3 is available for threshold)")
+        return params
+
+    @staticmethod
+    def channel(params):
+        return make_channel(params["channel"], params.get("p") or None)
+
+    def layout(self, method, settings):
+        rc = {"row": np.arange(1, P_MAX + 1), "col": np.arange(1, P_MAX + 1)}
+        m = ("row", "col")
+        if method == "se":
+            dims = dict(rc, se_iteration=np.arange(settings["max_iter"] + 1))
+            v = {}
+            for suf, what in (("", "branch of larger overlap trace"), ("_amp", "uninformed start"),
+                              ("_informed", "informed start")):
+                v[f"overlap{suf}"] = Variable(m, "f8", f"overlap Q (p x p, NaN-padded), {what}")
+                v[f"gen_error{suf}"] = Variable((), "f8", f"Bayes-optimal test error (MC), {what}")
+            for suf in ("_amp", "_informed"):
+                v[f"n_iter{suf}"] = Variable((), "i4", "SE iterations run")
+                v[f"converged{suf}"] = Variable((), "i1", "1 if the SE met its tolerance")
+                v[f"residual{suf}"] = Variable(("se_iteration",), "f8", "max |change of Q| per iteration")
+            v["branches_differ"] = Variable((), "i1", "1 if the two starts reach different overlaps")
+            return Layout(dims, v)
+        if method == "gamp":
+            dims = dict(seed=np.arange(settings["n_seeds"]), iteration=np.arange(settings["max_iter"] + 1), **rc)
+            t = ("seed", "iteration")
+            return Layout(dims, {
+                "overlap": Variable(t + m, "f8", "M = W_hat W*^T / d per iteration"),
+                "self_overlap": Variable(t + m, "f8", "W_hat W_hat^T / d per iteration"),
+                "n_iter": Variable(("seed",), "i4", "iterations run (then forward-filled)"),
+                "converged": Variable(("seed",), "i1", "1 if GAMP met its tolerance"),
+                "overlap_se": Variable(m, "f8", "SE prediction (uninformed start) of Q"),
+            })
+        if method == "threshold":
+            dims = dict(stage=np.arange(1, settings["max_stages"] + 1), **rc)
+            return Layout(dims, {
+                "alpha_stability": Variable(("stage",), "f8", "linear stability (0 trivial, inf hard)"),
+                "alpha_bisection": Variable(("stage",), "f8", "SE bisection with small side information"),
+                "subspace_dim": Variable(("stage",), "f8", "dimension of the subspace learned after the stage"),
+                "stage_kind": Variable(("stage",), "f8", "0 trivial, 1 easy, 2 hard, 3 first-order jump"),
+                "relative_gap": Variable(("stage",), "f8", "|stability - bisection| / stability"),
+                "projector": Variable(("stage",) + m, "f8", "projector onto the learned subspace"),
+            })
+        raise ParameterError("method.name", f"unknown method {method!r}")
+
+    def run(self, method, params, settings, seed_sequence):
+        ch = self.channel(params)
+        if method == "se":
+            return self._se(ch, params["alpha"], settings, seed_sequence)
+        if method == "gamp":
+            return self._gamp(ch, params["alpha"], settings, seed_sequence)
+        return self._threshold(ch, settings)
+
+    def _se(self, ch, alpha, settings, seed_sequence):
+        rng = np.random.default_rng(seed_sequence)
+        expect = mse.Expectation(ch, "mc", n_mc=settings["n_mc"], rng=rng)
+        kw = dict(damping=settings["damping"], tol=settings["tol"], max_iter=settings["max_iter"], expect=expect)
+        amp = mse.mi_se(ch, alpha, Q0=1e-4 * np.eye(ch.p), **kw)
+        inf = mse.mi_se(ch, alpha, Q0=(1 - 1e-3) * np.eye(ch.p), **kw)
+        out = {}
+        n_log = settings["max_iter"] + 1
+        errs = {}
+        for key, st in (("amp", amp), ("informed", inf)):
+            out[f"overlap_{key}"] = _pad(st.Q, ch.p)
+            errs[key] = mse.gen_error_mc(ch, st.Q, rng=np.random.default_rng(seed_sequence.spawn(1)[0]))
+            out[f"gen_error_{key}"] = errs[key]
+            out[f"n_iter_{key}"] = st.n_iter
+            out[f"converged_{key}"] = int(st.converged)
+            log = np.full(n_log, np.nan)
+            log[: min(n_log, st.residuals.size)] = st.residuals[:n_log]
+            out[f"residual_{key}"] = log
+        best = "amp" if np.trace(amp.Q) >= np.trace(inf.Q) - 1e-6 else "informed"
+        out["overlap"] = out[f"overlap_{best}"]
+        out["gen_error"] = errs[best]
+        out["branches_differ"] = int(abs(np.trace(amp.Q) - np.trace(inf.Q)) > 1e-3 * ch.p)
+        return out
+
+    def _gamp(self, ch, alpha, settings, seed_sequence):
+        n_seeds, n_trace = settings["n_seeds"], settings["max_iter"] + 1
+        out = {k: np.full((n_seeds, n_trace, P_MAX, P_MAX), np.nan) for k in ("overlap", "self_overlap")}
+        out["n_iter"] = np.zeros(n_seeds, int)
+        out["converged"] = np.zeros(n_seeds, int)
+        for s, child in enumerate(seed_sequence.spawn(n_seeds)):
+            rng = np.random.default_rng(child)
+            X, W, y = mgamp.sample_instance(ch, alpha, settings["d"], rng)
+            tr = mgamp.run_gamp(ch, X, y, W, max_iter=settings["max_iter"], damping=settings["damping"],
+                                tol=settings["tol"], side_info=settings["side_info"], rng=rng)
+            for key, arr in (("overlap", tr.overlap), ("self_overlap", tr.self_overlap)):
+                k = arr.shape[0]
+                out[key][s, :k, : ch.p, : ch.p] = arr[:n_trace]
+                out[key][s, k:, : ch.p, : ch.p] = arr[-1]
+            out["n_iter"][s] = tr.n_iter
+            out["converged"][s] = int(tr.converged)
+        if ch.name in ISO_SE:  # deterministic SE on Q = q I (the SE fixed point is isotropic here)
+            q, _ = mse.iso_se(ch, alpha, **ISO_SE[ch.name])
+            out["overlap_se"] = _pad(q * np.eye(ch.p), ch.p)
+        else:  # Monte Carlo SE (4000 samples): indicative only, +-0.02 seed-to-seed
+            se_state = mse.mi_se(ch, alpha, damping=0.3, tol=1e-6, max_iter=300,
+                                 expect=mse.Expectation(ch, "mc", n_mc=4000, rng=np.random.default_rng(seed_sequence)))
+            out["overlap_se"] = _pad(se_state.Q, ch.p)
+        return out
+
+    def _threshold(self, ch, settings):
+        if settings["alpha_lo"] >= settings["alpha_hi"]:
+            raise ParameterError("method.alpha_lo", "alpha_lo must be below alpha_hi")
+        stages = mth.staircase(ch, alpha_lo=settings["alpha_lo"], alpha_hi=settings["alpha_hi"],
+                               rtol=settings["rtol"], side_info=settings["side_info"],
+                               bisection=settings["bisection"])
+        S = settings["max_stages"]
+        if len(stages) > S:
+            raise ParameterError("method.max_stages", f"channel {ch.name!r} has {len(stages)} stages",
+                                 f"set max_stages >= {len(stages)}")
+        out = {k: np.full(S, np.nan) for k in ("alpha_stability", "alpha_bisection", "subspace_dim",
+                                                "stage_kind", "relative_gap")}
+        out["projector"] = np.full((S, P_MAX, P_MAX), np.nan)
+        for i, st in enumerate(stages):
+            out["alpha_stability"][i] = st.alpha_stability
+            out["alpha_bisection"][i] = st.alpha_bisection
+            out["subspace_dim"][i] = st.subspace_dim
+            out["stage_kind"][i] = st.kind
+            a, b = st.alpha_stability, st.alpha_bisection
+            if a in (0.0, np.inf) or not np.isfinite(b):
+                out["relative_gap"][i] = 0.0 if a == b else np.nan
+            else:
+                out["relative_gap"][i] = abs(a - b) / a
+            out["projector"][i] = _pad(st.projector, ch.p)
+        return out

@@ -1,0 +1,278 @@
+"""`seqphase submit` on a real local SLURM (slurmctld + slurmd + munged from cluster/dev-slurm/start.sh):
+the driver is a SLURM job, the Dask workers are SLURM jobs, and both are killed mid-sweep."""
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from spec_files import write_spec
+from seqphase.results.store import DONE, FAILED, Store
+
+WORKER = "seqphase-worker"
+DEV_SLURM = Path(__file__).resolve().parents[2] / "cluster" / "dev-slurm"
+
+
+def profile(folder, name="profile.toml", **overrides):
+    values = {"partition": "debug", "cores": 1, "memory": "1GB", "walltime": "00:05:00", "lifetime": "240s",
+              "lifetime_stagger": "5s", "jobs": 2, "interface": "lo", "log_directory": "logs"}
+    values.update(overrides)
+    lines = [f"{k} = {json.dumps(v)}" for k, v in values.items() if k != "driver"]
+    lines += ["[driver]", 'memory = "1GB"'] + [f"{k} = {json.dumps(v)}" for k, v in values.get("driver", {}).items()]
+    path = Path(folder) / name
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def seqphase(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "seqphase.cli", *map(str, args)], cwd=cwd, capture_output=True,
+                          text=True, timeout=120)
+
+
+def submit(folder, spec, prof, *extra):
+    out = seqphase("submit", spec, "--profile", prof, "--store", folder / "s.zarr", *extra, cwd=folder)
+    assert out.returncode == 0, out.stderr
+    job = out.stdout.strip()
+    assert job.isdigit(), out.stdout
+    return job
+
+
+def squeue(*args):
+    out = subprocess.run(["squeue", "-h", *args], capture_output=True, text=True, timeout=30)
+    return out.stdout.split()
+
+
+def running_workers():
+    return squeue("-n", WORKER, "-t", "RUNNING", "-o", "%i")
+
+
+def job_state(job):
+    out = subprocess.run(["scontrol", "show", "job", "-o", job], capture_output=True, text=True, timeout=30)
+    for field in out.stdout.split():
+        if field.startswith("JobState="):
+            return field.split("=", 1)[1]
+    return "GONE"
+
+
+def ledger(store, name="toy"):
+    try:
+        group = Store(store).open_sweep(name)
+    except Exception:  # not created yet by the driver
+        return None
+    status, _ = group.ledger()
+    return {"status": status, "attempts": group.group["attempts"][...], "jobs": group.group["slurm_job_id"][...],
+            "runs": group.attrs.get("runs", [])}
+
+
+def n_done(store):
+    led = ledger(store)
+    return 0 if led is None else int((led["status"] == DONE).sum())
+
+
+def wait_until(predicate, timeout, what, poll=0.25):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(poll)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def wait_job_finished(job, timeout=240):
+    return wait_until(lambda: (s := job_state(job)) not in ("PENDING", "RUNNING", "COMPLETING", "CONFIGURING") and s,
+                      timeout, f"job {job} to end")
+
+
+def driver_log(folder, job):
+    path = folder / "logs" / f"seqphase-driver-{job}.out"
+    return path.read_text() if path.exists() else "(no driver log)"
+
+
+def assert_complete_once(store, n):
+    led = ledger(store)
+    assert led is not None
+    assert led["status"].size == n
+    assert (led["status"] == DONE).all(), f"{int((led['status'] == FAILED).sum())} failed, rest pending"
+    assert (led["attempts"] == 1).all(), "a point was stored twice"
+    assert all(str(j) for j in led["jobs"].ravel()), "every point records its worker's SLURM job"
+    return led
+
+
+def no_workers_left():
+    return not squeue("-n", WORKER)
+
+
+def test_submit_runs_the_sweep_and_survives_a_cancelled_worker(tmp_path, slurm, slurm_timings):
+    """A small sweep via `seqphase submit`; one worker job is scancelled mid-sweep: it is replaced, every
+    point is stored exactly once, nothing fails; `seqphase status` shows the SLURM jobs from the ledger."""
+    spec = write_spec(tmp_path, alpha="0.1:2.0:20", extra_params="sleep = 1.5")
+    store = tmp_path / "s.zarr"
+    started = time.time()
+    driver = submit(tmp_path, spec, profile(tmp_path))
+    wait_until(lambda: n_done(store) >= 1, 120, "the first point")
+    slurm_timings["submit -> first point stored"] = time.time() - started
+
+    victims = wait_until(lambda: n_done(store) >= 3 and running_workers(), 120, "3 points and a running worker")
+    victim = victims[0]
+    subprocess.run(["scancel", victim], check=True, timeout=30)
+    killed = time.time()
+    replacement = wait_until(lambda: [j for j in running_workers() if int(j) > int(victim)
+                                      and j not in victims], 120, "a replacement worker job")
+    slurm_timings["scancel worker -> replacement job running"] = time.time() - killed
+    # Informative only: the sweep may end before the new worker has computed anything.
+    wait_until(lambda: replacement[0] in set(ledger(store)["jobs"].ravel()) or n_done(store) == 20, 120,
+               "a point from the replacement or the end of the sweep")
+    if replacement[0] in set(ledger(store)["jobs"].ravel()):
+        slurm_timings["scancel worker -> first point from the replacement"] = time.time() - killed
+
+    assert wait_job_finished(driver) == "COMPLETED", driver_log(tmp_path, driver)
+    led = assert_complete_once(store, 20)
+    jobs = set(led["jobs"].ravel())
+    assert victim in jobs or replacement[0] in jobs
+    assert driver not in jobs  # points ran on worker jobs, not in the driver job
+    runs = led["runs"]
+    assert len(runs) == 1 and runs[0]["slurm_job_id"] == driver and runs[0]["outcome"] == "finished"
+    wait_until(no_workers_left, 60, "the worker jobs to be cancelled")
+
+    status = seqphase("status", "toy", "--store", store, cwd=tmp_path)
+    assert status.returncode == 0
+    assert "20 done, 0 failed, 0 pending" in status.stdout
+    assert f"slurm job {driver}" in status.stdout and "slurm worker jobs (points done):" in status.stdout
+    # Resubmitting a finished sweep runs nothing.
+    again = submit(tmp_path, spec, profile(tmp_path))
+    assert wait_job_finished(again) == "COMPLETED"
+    assert "0 computed, 0 failed, 20 already done" in driver_log(tmp_path, again)
+
+
+def test_cancelled_driver_job_resumes_on_resubmission(tmp_path, slurm):
+    """scancel the driver job mid-sweep: its worker jobs go with it, the points stored stay; a resubmission
+    computes only the missing points."""
+    spec = write_spec(tmp_path, alpha="0.1:2.0:20", extra_params="sleep = 1.5")
+    store = tmp_path / "s.zarr"
+    driver = submit(tmp_path, spec, profile(tmp_path))
+    wait_until(lambda: n_done(store) >= 4, 180, "4 points")
+    subprocess.run(["scancel", driver], check=True, timeout=30)
+    wait_job_finished(driver)
+    wait_until(no_workers_left, 60, "the killed driver's worker jobs to go")  # the driver cancelled them
+    done_before = n_done(store)
+    assert 4 <= done_before < 20
+    first_run = ledger(store)["runs"][0]
+    assert first_run["slurm_job_id"] == driver and first_run["outcome"].startswith("interrupted")
+
+    second = submit(tmp_path, spec, profile(tmp_path))
+    assert wait_job_finished(second) == "COMPLETED", driver_log(tmp_path, second)
+    led = assert_complete_once(store, 20)
+    assert led["runs"][-1]["submitted"] == 20 - done_before
+    assert f"{20 - done_before} computed, 0 failed, {done_before} already done" in driver_log(tmp_path, second)
+
+
+def test_workers_retire_before_walltime_and_are_replaced(tmp_path, slurm, slurm_timings):
+    """Worker jobs with a 1-minute walltime and a 20 s lifetime, a sweep longer than the walltime: the
+    workers retire (staggered) before SLURM would kill them, adapt submits new jobs, the sweep completes."""
+    spec = write_spec(tmp_path, alpha="0.1:4.0:40", extra_params="sleep = 2.5")
+    store = tmp_path / "s.zarr"
+    prof = profile(tmp_path, walltime="00:01:00", lifetime="20s", lifetime_stagger="4s")
+    started = time.time()
+    driver = submit(tmp_path, spec, prof)
+    assert wait_job_finished(driver, timeout=300) == "COMPLETED", driver_log(tmp_path, driver)
+    elapsed = time.time() - started
+    slurm_timings["40 x 2.5 s points on 2 jobs with 20 s lifetime (sweep wall time)"] = elapsed
+    assert elapsed > 60  # longer than one walltime
+    led = assert_complete_once(store, 40)
+    worker_jobs = set(led["jobs"].ravel())
+    assert len(worker_jobs) >= 4, worker_jobs  # the first two retired and were replaced
+    timeouts = [line for line in slurm.jobcomp().splitlines()
+                if "JobState=TIMEOUT" in line and any(f"JobId={j} " in line for j in worker_jobs)]
+    assert not timeouts, timeouts  # retired by lifetime, never killed by the walltime
+
+
+@pytest.mark.parametrize("overrides, slurm_says", [
+    ({"partition": "nosuch"}, "invalid partition"),
+    ({"walltime": "banana"}, "Invalid --time specification"),
+    ({"job_extra_directives": ["--frobnicate=1"]}, "unrecognized option '--frobnicate=1'"),
+    ({"driver": {"partition": "nosuch"}}, "SLURM refuses the driver job"),
+])
+def test_bad_profile_submits_nothing(tmp_path, slurm, overrides, slurm_says):
+    spec = write_spec(tmp_path)
+    store = tmp_path / "s.zarr"
+    jobs_before = subprocess.run(["scontrol", "show", "jobs", "-o"], capture_output=True, text=True).stdout
+    out = seqphase("submit", spec, "--profile", profile(tmp_path, **overrides), "--store", store, cwd=tmp_path)
+    assert out.returncode == 2, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("seqphase: error: ") and slurm_says in lines[0], out.stderr
+    assert out.stdout == ""
+    assert not store.exists() and not (tmp_path / "logs").exists()
+    jobs_after = subprocess.run(["scontrol", "show", "jobs", "-o"], capture_output=True, text=True).stdout
+    assert jobs_after == jobs_before  # nothing submitted
+    if "driver" not in overrides:  # the foreground driver refuses the same profile before starting anything
+        out = seqphase("run", spec, "--cluster", "slurm", "--profile", profile(tmp_path, **overrides),
+                       "--store", store, cwd=tmp_path)
+        assert out.returncode == 2 and slurm_says in out.stderr and len(out.stderr.strip().splitlines()) == 1
+        assert not store.exists()
+
+
+def test_submit_refuses_a_store_that_holds_other_settings(tmp_path, slurm):
+    spec = write_spec(tmp_path, alpha=[0.5, 1.0])
+    store = tmp_path / "s.zarr"
+    out = seqphase("run", spec, "--store", store, "--workers", "1", "--no-progress", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    before = sorted((p.relative_to(store), p.stat().st_mtime_ns) for p in store.rglob("*"))
+    other = write_spec(tmp_path, alpha=[0.5, 1.0], method_extra="scale = 2.0")
+    jobs_before = subprocess.run(["scontrol", "show", "jobs", "-o"], capture_output=True, text=True).stdout
+    out = seqphase("submit", other, "--profile", profile(tmp_path), "--store", store, cwd=tmp_path)
+    assert out.returncode == 2 and "method.scale" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    assert subprocess.run(["scontrol", "show", "jobs", "-o"], capture_output=True, text=True).stdout == jobs_before
+    assert sorted((p.relative_to(store), p.stat().st_mtime_ns) for p in store.rglob("*")) == before
+
+
+def test_foreground_driver_with_slurm_workers(tmp_path, slurm):
+    """`seqphase run --cluster slurm`: the driver in the foreground, the workers as SLURM jobs."""
+    spec = write_spec(tmp_path, alpha=[0.5, 1.0, 2.0])
+    store = tmp_path / "s.zarr"
+    out = seqphase("run", spec, "--cluster", "slurm", "--profile", profile(tmp_path), "--jobs", "1",
+                   "--store", store, "--no-progress", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    led = assert_complete_once(store, 3)
+    assert len(set(led["jobs"].ravel())) == 1
+    assert np.all(led["status"] == DONE)
+    wait_until(no_workers_left, 30, "the worker job to be cancelled")
+
+
+def test_stop_script_stops_only_its_own_daemons(slurm):
+    """A second local SLURM (other directory, other ports) started and stopped beside the session's one:
+    stop.sh ends exactly its three daemons and leaves the session's cluster running."""
+    import os
+    import tempfile
+
+    def pids(root):
+        files = [root / "run" / "slurmctld.pid", root / "run" / "slurmd.pid", root / "munge" / "munged.pid"]
+        return [int(f.read_text()) for f in files]
+
+    def alive(pid):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return not Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+
+    other = Path(tempfile.mkdtemp(prefix="seqphase-slurm-other-"))
+    os.chmod(other, 0o755)
+    env = {**os.environ, "SLURM_ROOT": str(other)}
+    env.pop("SLURM_CONF")
+    try:
+        out = subprocess.run([str(DEV_SLURM / "start.sh")], env=env, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip() == f"export SLURM_CONF={other}/etc/slurm.conf"
+        theirs, ours = pids(other), pids(slurm.root)
+        assert not set(theirs) & set(ours) and all(map(alive, theirs))
+    finally:
+        subprocess.run([str(DEV_SLURM / "stop.sh"), "--purge"], env=env, capture_output=True, timeout=120)
+    assert not any(map(alive, theirs)) and not other.exists()
+    assert all(map(alive, ours))
+    assert squeue("-o", "%i") == [] and "idle" in subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True,
+                                                                 text=True, timeout=30).stdout
