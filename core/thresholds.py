@@ -22,11 +22,9 @@ from scipy import optimize
 from .se import channel_mhat, glm_se
 
 
-def _bisect(pred, lo, hi, rtol):
-    """Smallest alpha in [lo, hi] with pred(alpha) True, assuming pred monotone (False then True).
-    NaN if pred(hi) is False or pred(lo) is True (no transition inside the bracket)."""
-    if pred(lo) or not pred(hi):
-        return math.nan
+def narrow_bracket(pred, lo, hi, rtol):
+    """Bisect a bracket with pred(lo) False and pred(hi) True (pred monotone) down to a relative
+    width rtol; return its midpoint. The one bisection loop of seqphase (GLM and multi-index)."""
     while hi - lo > rtol * hi:
         mid = 0.5 * (lo + hi)
         if pred(mid):
@@ -34,6 +32,14 @@ def _bisect(pred, lo, hi, rtol):
         else:
             lo = mid
     return 0.5 * (lo + hi)
+
+
+def _bisect(pred, lo, hi, rtol):
+    """Smallest alpha in [lo, hi] with pred(alpha) True, assuming pred monotone (False then True).
+    NaN if pred(hi) is False or pred(lo) is True (no transition inside the bracket)."""
+    if pred(lo) or not pred(hi):
+        return math.nan
+    return narrow_bracket(pred, lo, hi, rtol)
 
 
 def weak_recovery_stability(prior, channel):

@@ -23,6 +23,7 @@ import numpy as np
 from seqphase.core.errors import ParameterError
 from seqphase.core.quadrature import gauss_hermite
 from seqphase.core.se import fixed_point
+from seqphase.core.thresholds import narrow_bracket
 
 
 def sym(A):
@@ -188,14 +189,7 @@ def bisect_alpha(is_learned, lo, hi, rtol=1e-3, guess=None, bracket=0.05):
         g_lo, g_hi = guess * (1 - bracket), guess * (1 + bracket)
         if is_learned(g_hi):
             if not is_learned(g_lo):
-                lo, hi = g_lo, g_hi
-                while hi - lo > rtol * hi:
-                    mid = 0.5 * (lo + hi)
-                    if is_learned(mid):
-                        hi = mid
-                    else:
-                        lo = mid
-                return 0.5 * (lo + hi)
+                return narrow_bracket(is_learned, g_lo, g_hi, rtol)
             hi = g_lo
         else:
             lo = g_hi
@@ -203,13 +197,7 @@ def bisect_alpha(is_learned, lo, hi, rtol=1e-3, guess=None, bracket=0.05):
         return np.inf
     if is_learned(lo):
         return lo
-    while hi - lo > rtol * hi:
-        mid = 0.5 * (lo + hi)
-        if is_learned(mid):
-            hi = mid
-        else:
-            lo = mid
-    return 0.5 * (lo + hi)
+    return narrow_bracket(is_learned, lo, hi, rtol)
 
 
 # ---------------------------------------------------------------------------------------------
