@@ -69,6 +69,9 @@ def test_open_results_python_api(toy_store):
     (["run", "glm-perceptron-se", "--workers", "0"], "--workers"),
     (["run", "glm-perceptron-se", "--cluster", "nowhere"], "--cluster: unknown cluster"),
     (["status", "never-ran"], "no results for this sweep"),
+    (["query", "never-ran"], "no results for this sweep"),
+    (["plot", "never-ran", "-o", "x.png"], "no results for this sweep"),
+    (["retry-failed", "never-ran"], "no results for this sweep"),
     (["query", "toy", "--store", "{foreign}"], "written by something else"),
     (["plot", "toy", "-o", "figure.pdf"], "-o: 'figure.pdf' is not a .png"),
 ])

@@ -28,6 +28,18 @@ K_WINDOW = 8.0  # standard deviations kept around the Gaussian (tail mass < 1e-1
 _LOG_2PI = np.log(2.0 * np.pi)
 
 
+def _rescaled_weights(lw, ok):
+    """Quadrature log-weights lw (n, nodes) -> weights rescaled by their row maximum (no overflow),
+    that maximum (0 where a row is empty), the row sums Z and Z made safe for division. Rows with
+    ok False get no weight."""
+    lw = np.where(ok[:, None], lw, -np.inf)
+    top = np.max(lw, axis=1)
+    topf = np.where(np.isfinite(top), top, 0.0)
+    W = np.exp(lw - topf[:, None])
+    Z = W.sum(1)
+    return W, topf, Z, np.where(Z > 0, Z, 1.0)
+
+
 @lru_cache(maxsize=16)
 def _leg01(n):
     x, w = np.polynomial.legendre.leggauss(n)
@@ -201,12 +213,7 @@ def product2(y, mu, S, n_nodes=48):
         lw = (_log_gauss1(z1, mu[:, 0, None], s11[:, None])
               + _log_gauss1(z2, mu[:, 1, None] + beta[:, None] * (z1 - mu[:, 0, None]), cv[:, None])
               + np.log(w)[None, :] + np.log(b - a)[:, None])
-        lw = np.where(ok[:, None], lw, -np.inf)
-        top = np.max(lw, axis=1)
-        topf = np.where(np.isfinite(top), top, 0.0)
-        W = np.exp(lw - topf[:, None])
-        Z = W.sum(1)
-        safe = np.where(Z > 0, Z, 1.0)
+        W, topf, Z, safe = _rescaled_weights(lw, ok)
         m1 = np.stack([(W * z1).sum(1), (W * z2).sum(1)], 1) / safe[:, None]
         m11 = (W * z1 * z1).sum(1) / safe
         m22 = (W * z2 * z2).sum(1) / safe
@@ -253,12 +260,7 @@ def product3(y, mu, S, n_outer=32, n_inner=32):
         lz, m23, s23 = product2((y[:, None] / z1).reshape(-1), cm, cc, n_inner)
         lw = (_log_gauss1(z1, mu[:, 0, None], S[:, 0, 0, None]) + lz.reshape(n, N)
               + np.log(w)[None, :] + np.log(b - a)[:, None])
-        lw = np.where(ok[:, None], lw, -np.inf)
-        top = np.max(lw, axis=1)
-        topf = np.where(np.isfinite(top), top, 0.0)
-        W = np.exp(lw - topf[:, None])
-        Z = W.sum(1)
-        safe = np.where(Z > 0, Z, 1.0)
+        W, topf, Z, safe = _rescaled_weights(lw, ok)
         m23 = m23.reshape(n, N, 2)
         s23 = s23.reshape(n, N, 2, 2)
         mean = np.concatenate([(W * z1).sum(1)[:, None], np.einsum("nm,nmi->ni", W, m23)], 1) / safe[:, None]
