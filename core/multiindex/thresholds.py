@@ -204,8 +204,6 @@ def _m1_gout(y, omega, v):
     """g_out of the 1-D effective channel of z1 on the branch Q = m e1 e1^T (perp block 0): there
     (z2, z3) ~ N(0, I) independent of z1, so sign(z1 z2 z3) is a fair coin s and y = z1^2 + s. The
     posterior of z1 is on the (up to 4) roots z1 = +-sqrt(y - s), weights N(z1; omega, v) / (2 |z1|)."""
-    num = den = 0.0
-    top = None
     parts = []
     for s in (1.0, -1.0):
         ok = y > s
@@ -215,6 +213,7 @@ def _m1_gout(y, omega, v):
             lw = np.where(ok, -0.5 * (z1 - omega) ** 2 / v - np.log(r), -np.inf)
             parts.append((lw, z1))
     top = np.max([p[0] for p in parts], axis=0)
+    num = den = 0.0
     for lw, z1 in parts:
         w = np.exp(lw - top)
         num = num + w * z1
