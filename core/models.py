@@ -205,8 +205,9 @@ def _registry():
     # Imported lazily so `import seqphase` stays light and a broken optional model cannot break the CLI.
     from seqphase.core.glm import GLMModel
     from seqphase.core.multiindex_model import MultiIndexModel
+    from seqphase.core.smi_model import SMIModel
 
-    return {model.name: model for model in (GLMModel(), MultiIndexModel())}
+    return {model.name: model for model in (GLMModel(), MultiIndexModel(), SMIModel())}
 
 
 def model_names():

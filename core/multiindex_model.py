@@ -87,7 +87,7 @@ class MultiIndexModel(Model):
             },
             methods={
                 "se": Method(_SE, version=1, doc="p x p state evolution, two starts"),
-                "gamp": Method(_GAMP, version=1, doc="GAMP with p x p Onsager terms"),
+                "gamp": Method(_GAMP, version=2, doc="GAMP with p x p Onsager terms (v2: damping-consistent Onsager term)"),
                 "threshold": Method(_THR, version=1, doc="grand staircase, two ways per stage",
                                     excludes=("alpha",)),
             },

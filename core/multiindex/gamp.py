@@ -12,6 +12,14 @@ Variance update (`variance`):
   oscillation that diverges for alpha > 1 (z1 z2) or > pi^2/4 (sign(z1 z2)); it is what made V lose
   positive definiteness and the overlap stall at finite d. The SE never sees it (it imposes V = I - Q).
   Kept for comparison and for channels where it is stable.
+Damping c (x <- (1 - c) x_new + c x_old on the estimate and on C) keeps the Onsager term consistent:
+the reaction term of omega is damped with the same weight, R_t = (1 - c) V_new,t g_{t-1} + c R_{t-1}
+with V_new = sum_i X^2 C_new (the Jacobian of the undamped denoiser), because X w_hat_t = (1 - c) X w_new,t
++ c X w_hat_{t-1} carries (1 - c) of the new reaction and c of the old one. Subtracting the full V g_{t-1}
+(as before version 2 of the model's gamp method) over-subtracts c V g_{t-1}, a negative feedback that made
+the uninformative fixed point stable: no learning at all with damping 0.3 (z1 z2, alpha = 1.5, d = 400:
+mean singular value 0.011 +- 0.002; the same happens to the GLM phase-retrieval GAMP), against 0.557 +-
+0.024 with the consistent term (undamped: 0.551 +- 0.031). Without damping nothing changes.
 Side information lambda enters the prior denoiser as an extra Gaussian observation
 b_i += lambda w*_i + sqrt(lambda) xi_i, A_i += lambda I. The channel's `g_out` is the one SE uses.
 """
@@ -49,7 +57,9 @@ def run_gamp(channel, X, y, W_star, *, max_iter=100, damping=0.0, tol=1e-8, side
     X2 = X * X
     what = init_scale * rng.standard_normal((d, p))  # uninformed start (tiny random)
     C = np.broadcast_to(np.eye(p), (d, p, p)).copy()
+    C_und = C  # Jacobian of the undamped denoiser (enters the Onsager term)
     g = np.zeros((n, p))
+    react = np.zeros((n, p))  # Onsager reaction term of omega (damped like the estimate)
     side_b = side_info * W_star.T + np.sqrt(side_info) * rng.standard_normal((d, p)) if side_info > 0 else 0.0
     overlaps = [what.T @ W_star.T / d]
     selfs = [what.T @ what / d]
@@ -65,7 +75,12 @@ def run_gamp(channel, X, y, W_star, *, max_iter=100, damping=0.0, tol=1e-8, side
             converged = True
             it -= 1
             break
-        omega = X @ what - np.einsum("njk,nk->nj", V, g)
+        if damping > 0:
+            V_und = (X2 @ C_und.reshape(d, p * p)).reshape(n, p, p)
+            react = (1 - damping) * np.einsum("njk,nk->nj", V_und, g) + damping * react
+        else:
+            react = np.einsum("njk,nk->nj", V, g)
+        omega = X @ what - react
         g_new, dg = channel.g_out(y, omega, V)
         g = g_new  # never damped: the Onsager term needs the g of the previous iteration itself
         if variance == "nishimori":
@@ -79,6 +94,7 @@ def run_gamp(channel, X, y, W_star, *, max_iter=100, damping=0.0, tol=1e-8, side
         w_new = np.einsum("ijk,ik->ij", C_new, b)
         w_new = (1 - damping) * w_new + damping * what
         C = (1 - damping) * C_new + damping * C
+        C_und = C_new
         delta = np.sqrt(np.mean((w_new - what) ** 2))
         what = w_new
         overlaps.append(what.T @ W_star.T / d)

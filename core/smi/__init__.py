@@ -1,0 +1,1 @@
+"""Sequence multi-index models / deep tied attention (spec: shared/spec/smi.md)."""

@@ -1,0 +1,214 @@
+"""Deep tied attention as a sequence multi-index model (registry name "smi"; spec smi.md).
+
+Parameters: `skip` (c > 0, the skip strength of the non-final layers), `depth` (2: the exact T = 2
+posterior is implemented for two layers), `alpha` (> 0; not for threshold sweeps).
+
+Methods:
+- "se": the Bayes-optimal SE (`core/smi/se.py`) from Q0 = q0 I (reference: 0.05 I, eps = 1e-3), with
+  the per-iteration Q log, and both test errors at the fixed point: `gen_error_plugin` (the student's
+  index is omega; what the published CSVs contain) and `gen_error_bayes` (posterior-mean predictor),
+  each with its Monte Carlo standard error.
+- "threshold": alpha_2 = 1/K22 (stability, F map at Q = 0) and by SE bisection; alpha_1 by the staircase
+  (alpha K11(q*(alpha)) = 1) and by SE bisection (`core/smi/thresholds.py`).
+- "sgd": the layer-wise SGD experiment (`core/smi/sgd.py`), `n_runs` runs from one teacher and one
+  student initialisation (as in the paper), fresh data per run.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, Variable
+from seqphase.core.smi import se as sse
+from seqphase.core.smi import sgd as ssgd
+from seqphase.core.smi import thresholds as sth
+from seqphase.core.smi.channel import AttentionChannel
+
+
+def _f(name, doc, default, low=None, high=None, low_inclusive=False, high_inclusive=True):
+    return Param(name, "float", doc, default, low=low, high=high, low_inclusive=low_inclusive,
+                 high_inclusive=high_inclusive)
+
+
+def _i(name, doc, default, low=1, high=10**7):
+    return Param(name, "int", doc, default, low=low, high=high, low_inclusive=True)
+
+
+_SE = {
+    "n_mc": _i("n_mc", "quasi-Monte Carlo points per SE iteration (rounded up to a power of 2)", 2048, 64),
+    "q0": _f("q0", "initial overlap Q0 = q0 I (reference code: 0.05)", 0.05, 0.0, 1.0),
+    "eps": _f("eps", "regulariser added to V = I - Q (reference code: 1e-3)", 1e-3, 0.0, 0.1, True),
+    "damping": _f("damping", "weight of the old iterate (reference code: 0.2)", 0.0, 0.0, 1.0, True, False),
+    "side_info": _f("side_info", "side-information SNR lambda", 0.0, 0.0, 1.0, True),
+    "tol": _f("tol", "stop when max |change of Q| < tol", 1e-5, 0.0, 1e-2),
+    "max_iter": _i("max_iter", "SE iteration cap", 300),
+    "n_error": _i("n_error", "Monte Carlo draws of the plug-in error (Bayes error: n_error / 5)", 100_000, 1000),
+}
+_THR = {
+    "n_k": _i("n_k", "draws of the Q = 0 linearisation (K22 to ~1% needs ~4.5e4)", 32768, 256),
+    "n_mc": _i("n_mc", "quasi-Monte Carlo points of the SE runs (staircase and bisections)", 2048, 64),
+    "eps": _f("eps", "regulariser added to V = I - Q", 1e-3, 0.0, 0.1, True),
+    "alpha_hi": _f("alpha_hi", "largest alpha searched for alpha_1", 4.0, 0.0),
+    "rtol": _f("rtol", "relative width at which the alpha searches stop", 2e-3, 0.0, 0.1),
+    "bisection": Param("bisection", "bool", "also locate both thresholds by SE bisection", True),
+}
+_SGD = {
+    "alpha": _f("alpha", "sample complexity n/d of the training set (paper: 15)", 15.0, 0.0),
+    "d": _i("d", "input dimension", 500, 4),
+    "n_runs": _i("n_runs", "runs (fresh data each, same teacher and init)", 8),
+    "epochs": _i("epochs", "epochs (paper: 1700)", 1700),
+    "batch_size": _i("batch_size", "batch size", 200),
+    "n_passes": _i("n_passes", "SGD steps per batch", 3),
+    "lr": _f("lr", "learning rate", 15.0, 0.0),
+    "weight_decay_d": _f("weight_decay_d", "weight decay times d (paper: 0.07)", 0.07, 0.0, None, True),
+    "init_scale": _f("init_scale", "student init N(0, init_scale^2)", 0.9, 0.0),
+    "n_test": _i("n_test", "test samples", 2000),
+    "log_every": _i("log_every", "batches between logs (38 = once an epoch at d = 500, alpha = 15)", 38),
+    "test_every": _i("test_every", "epochs between test errors", 20),
+}
+
+
+class SMIModel(Model):
+    def __init__(self):
+        super().__init__(
+            name="smi",
+            description="deep tied attention / sequence multi-index model (T = 2 tokens, rank 1): SE, "
+                        "layer thresholds versus skip, layer-wise SGD",
+            params={
+                "alpha": _f("alpha", "sample complexity n/d", REQUIRED, 0.0),
+                "skip": _f("skip", "skip strength c of the non-final layers", 1.0, 0.0),
+                "depth": Param("depth", "choice", "number of attention layers", 2, choices=(2,)),
+            },
+            methods={
+                "se": Method(_SE, version=1, doc="Bayes-optimal SE, plug-in and Bayes errors"),
+                "threshold": Method(_THR, version=1, doc="alpha_2 and alpha_1, stability and bisection",
+                                    excludes=("alpha",)),
+                # alpha is a setting of sgd (not a grid dim): the log length depends on it
+                "sgd": Method(_SGD, version=1, doc="layer-wise SGD experiment", excludes=("alpha",)),
+            },
+        )
+
+    def layout(self, method, settings):
+        rc = {"row": np.arange(1, 3), "col": np.arange(1, 3)}
+        if method == "se":
+            dims = dict(rc, se_iteration=np.arange(settings["max_iter"] + 1))
+            return Layout(dims, {
+                "overlap": Variable(("row", "col"), "f8", "SE fixed point Q (layers x layers)"),
+                "overlap_hat": Variable(("row", "col"), "f8", "Qhat at the fixed point"),
+                "history": Variable(("se_iteration", "row", "col"), "f8", "Q per iteration (NaN after the end)"),
+                "n_iter": Variable((), "i4", "SE iterations run"),
+                "converged": Variable((), "i1", "1 if the SE met its tolerance"),
+                "gen_error_plugin": Variable((), "f8", "plug-in test error E||g(z) - g(omega)||_F^2"),
+                "gen_error_plugin_se": Variable((), "f8", "its Monte Carlo standard error"),
+                "gen_error_bayes": Variable((), "f8", "Bayes-optimal test error (posterior-mean predictor)"),
+                "gen_error_bayes_se": Variable((), "f8", "its Monte Carlo standard error"),
+                "gen_error_plugin_last_layer": Variable((), "f8", "plug-in error with Q11 = Q12 = 0"),
+            })
+        if method == "threshold":
+            v = {k: Variable((), "f8", doc) for k, doc in (
+                ("alpha2_stability", "last layer: 1 / Perron value of the Q = 0 linearisation"),
+                ("alpha2_stability_se", "its Monte Carlo standard error (from that of K22)"),
+                ("alpha2_bisection", "last layer: SE bisection"),
+                ("alpha1_stability", "first layer: alpha K11(q*(alpha)) = 1 around the layer-2 fixed point"),
+                ("alpha1_stability_se", "its Monte Carlo standard error (from that of K11)"),
+                ("alpha1_bisection", "first layer: SE bisection"),
+                ("k22", "K22 = E||Cov(z2 | Y) - I||^2 at Q = 0"),
+                ("k11_at_zero", "K11 at Q = 0"),
+                ("q_star_at_alpha1", "layer-2 overlap q*(alpha_1)"),
+            )}
+            return Layout({}, v)
+        if method == "sgd":
+            n_log = ssgd.n_logs(settings["d"], settings["alpha"], settings["epochs"], settings["batch_size"], settings["log_every"])
+            n_test = ssgd.n_tests(settings["epochs"], settings["test_every"])
+            dims = {"seed": np.arange(settings["n_runs"]), "log": np.arange(n_log), "test": np.arange(n_test),
+                    "layer": np.arange(1, 3)}
+            return Layout(dims, {
+                "cosine": Variable(("seed", "log", "layer"), "f8", "M_l / sqrt(q_l) (the paper's cosine)"),
+                "cosine_normalised": Variable(("seed", "log", "layer"), "f8", "M_l / sqrt(q_l |w_l|^2 / d)"),
+                "log_epoch": Variable(("log",), "f8", "epoch of each log"),
+                "test_mse": Variable(("seed", "test"), "f8", "test mean squared error"),
+                "test_epoch": Variable(("test",), "f8", "epoch of each test error"),
+                "teacher_overlap": Variable((), "f8", "w1 . w2 / d of the teacher"),
+            })
+        raise ValueError(method)
+
+    def run(self, method, params, settings, seed_sequence):
+        ch = AttentionChannel(params.get("depth", 2), params["skip"])
+        if method == "se":
+            return self._se(ch, params["alpha"], settings, seed_sequence)
+        if method == "threshold":
+            return self._threshold(ch, settings, seed_sequence)
+        return self._sgd(params, settings, seed_sequence)
+
+    def _se(self, ch, alpha, s, seed_sequence):
+        k_draws, k_plug, k_bayes, k_last = seed_sequence.spawn(4)
+        draws = sse.Draws(ch.p, ch.T, s["n_mc"], np.random.default_rng(k_draws))
+        st = sse.smi_se(ch, alpha, draws, Q0=s["q0"] * np.eye(ch.p), side_info=s["side_info"],
+                        damping=s["damping"], tol=s["tol"], max_iter=s["max_iter"], eps=s["eps"])
+        hist = np.full((s["max_iter"] + 1, ch.p, ch.p), np.nan)
+        k = min(len(st.history), s["max_iter"] + 1)
+        hist[:k] = st.history[:k]
+        plug, plug_se = sse.gen_error_plugin(ch, st.Q, s["n_error"], np.random.default_rng(k_plug))
+        bayes, bayes_se = sse.gen_error_bayes(ch, st.Q, max(200, s["n_error"] // 5), rng=np.random.default_rng(k_bayes))
+        last = np.zeros_like(st.Q)
+        last[-1, -1] = st.Q[-1, -1]
+        plug_last, _ = sse.gen_error_plugin(ch, last, s["n_error"], np.random.default_rng(k_last))
+        return {"overlap": st.Q, "overlap_hat": st.Qhat, "history": hist, "n_iter": st.n_iter,
+                "converged": int(st.converged), "gen_error_plugin": plug, "gen_error_plugin_se": plug_se,
+                "gen_error_bayes": bayes, "gen_error_bayes_se": bayes_se, "gen_error_plugin_last_layer": plug_last}
+
+    def _threshold(self, ch, s, seed_sequence):
+        k_k, k_se = seed_sequence.spawn(2)
+        kd = sse.Draws(ch.p, ch.T, s["n_k"], np.random.default_rng(k_k))
+        k0 = sth.k_at_zero(ch, kd, s["eps"])
+        a2 = 1.0 / k0.perron
+        out = {"alpha2_stability": a2, "alpha2_stability_se": a2 * k0.K_se[-1, -1] / k0.K[-1, -1],
+               "k22": k0.K[-1, -1], "k11_at_zero": k0.K[0, 0]}
+        draws = sse.Draws(ch.p, ch.T, s["n_mc"], np.random.default_rng(k_se))
+        a1, cache = sth.alpha1_stability(ch, a2, draws, alpha_hi=s["alpha_hi"], rtol=s["rtol"], eps=s["eps"])
+        out["alpha1_stability"] = a1
+        if np.isfinite(a1) and cache:
+            near = min(cache, key=lambda a: abs(a - a1))
+            r, q, r_se = cache[near]
+            out["q_star_at_alpha1"] = q
+            # r = alpha K11 crosses 1 with slope ~ r'(alpha); an error dr of K11 shifts the root by dr / r'
+            slope = _slope(cache, a1)
+            out["alpha1_stability_se"] = r_se / slope if slope > 0 else np.nan
+        else:
+            out["q_star_at_alpha1"] = np.nan
+            out["alpha1_stability_se"] = np.nan
+        if s["bisection"]:
+            out["alpha2_bisection"] = sth.bisect_layer(ch, draws, ch.p - 1, 0.02, 2.0, guess=a2, rtol=s["rtol"],
+                                                       eps=s["eps"])
+            lo = out["alpha2_bisection"] if np.isfinite(out["alpha2_bisection"]) else a2
+            out["alpha1_bisection"] = sth.bisect_layer(ch, draws, 0, lo, s["alpha_hi"], guess=a1, rtol=s["rtol"],
+                                                       eps=s["eps"])
+        else:
+            out["alpha2_bisection"] = np.nan
+            out["alpha1_bisection"] = np.nan
+        return out
+
+    def _sgd(self, params, s, seed_sequence):
+        k_teacher, k_init, k_data = seed_sequence.spawn(3)
+        runs = []
+        for child in k_data.spawn(s["n_runs"]):
+            runs.append(ssgd.run_sgd(
+                d=s["d"], alpha=s["alpha"], skip=params["skip"], epochs=s["epochs"],
+                rng_teacher=np.random.default_rng(k_teacher), rng_data=np.random.default_rng(child),
+                rng_init=np.random.default_rng(k_init), batch_size=s["batch_size"], n_passes=s["n_passes"],
+                lr=s["lr"], weight_decay=s["weight_decay_d"] / s["d"], init_scale=s["init_scale"],
+                n_test=s["n_test"], log_every=s["log_every"], test_every=s["test_every"]))
+        return {"cosine": np.stack([r["cosine"] for r in runs]),
+                "cosine_normalised": np.stack([r["cosine_normalised"] for r in runs]),
+                "log_epoch": runs[0]["log_epoch"], "test_mse": np.stack([r["test_mse"] for r in runs]),
+                "test_epoch": runs[0]["test_epoch"], "teacher_overlap": runs[0]["teacher_overlap"]}
+
+
+def _slope(cache, a1):
+    pts = sorted((a, v[0]) for a, v in cache.items())
+    below = [p for p in pts if p[0] <= a1]
+    above = [p for p in pts if p[0] > a1]
+    if not below or not above:
+        return np.nan
+    (a, ra), (b, rb) = below[-1], above[0]
+    return (rb - ra) / (b - a) if b > a else np.nan

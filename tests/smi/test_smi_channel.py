@@ -1,0 +1,125 @@
+"""The tied-attention channel: link and inversion, the compiled posterior against a dense numpy grid,
+the Nishimori identity E[g g^T] = -E[dg] of the SE expectation, and the Q = 0 linearisation against
+the spec's independent numbers."""
+
+import numpy as np
+import pytest
+
+from seqphase.core.errors import ParameterError
+from seqphase.core.smi import link
+from seqphase.core.smi import se as sse
+from seqphase.core.smi import thresholds as sth
+from seqphase.core.smi.channel import AttentionChannel
+
+
+def _reference_A(z1, c):
+    return link.softmax_rows(np.outer(z1, z1)) + c * np.eye(2)
+
+
+def test_link_matches_the_reference_form_and_inverts():
+    rng = np.random.default_rng(0)
+    for depth in (2, 3):
+        z = rng.standard_normal((20, depth, 2))
+        y = link.link(z, 0.7)
+        for k in range(20):
+            B = _reference_A(z[k, 0], 0.7)
+            if depth == 3:
+                B = _reference_A(B @ z[k, 1], 0.7) @ B
+            h = B @ z[k, -1]
+            assert np.allclose(link.softmax_rows(np.outer(h, h)), y[k], atol=1e-14)
+            u = link.invert_t2(y[k])
+            assert np.allclose(u, h, atol=1e-8) or np.allclose(u, -h, atol=1e-8)
+
+
+def _dense(u, om, V, c, n=1500, box=7.0):
+    """Brute force: the same integral on a dense n x n midpoint grid over omega1 +- box sqrt(V11) (step
+    <= 0.01 sd of the narrowest posterior below), A from `link.attention`, explicit 2 x 2 algebra."""
+    P = np.linalg.inv(V)
+    sd = np.sqrt(V[0, 0])
+    x0 = om[0, 0] - box * sd + (np.arange(n) + 0.5) * 2 * box * sd / n
+    x1 = om[0, 1] - box * sd + (np.arange(n) + 0.5) * 2 * box * sd / n
+    X0, X1 = np.meshgrid(x0, x1, indexing="ij")
+    A = link.attention(np.stack([X0, X1], -1)) + c * np.eye(2)
+    det = A[..., 0, 0] * A[..., 1, 1] - A[..., 0, 1] * A[..., 1, 0]
+    h0 = (A[..., 1, 1] * u[0] - A[..., 0, 1] * u[1]) / det
+    h1 = (A[..., 0, 0] * u[1] - A[..., 1, 0] * u[0]) / det
+    lw, Z = [], []
+    for sign in (1.0, -1.0):
+        Zs = np.stack([X0, X1, sign * h0, sign * h1], -1)
+        D = Zs - om.reshape(4)
+        q = (P[0, 0] * (D[..., 0] ** 2 + D[..., 1] ** 2) + 2 * P[0, 1] * (D[..., 0] * D[..., 2] + D[..., 1] * D[..., 3])
+             + P[1, 1] * (D[..., 2] ** 2 + D[..., 3] ** 2))
+        lw.append(-0.5 * q - np.log(np.abs(det)))
+        Z.append(Zs)
+    lw, Z = np.stack(lw), np.stack(Z)
+    w = np.exp(lw - lw.max())
+    return np.einsum("sij,sijk->k", w, Z) / w.sum()
+
+
+@pytest.mark.parametrize("q11,q22,c", [(0.0, 0.0, 1.0), (0.05, 0.05, 0.3), (0.0, 0.95, 1.0), (0.7, 0.98, 2.0),
+                                       (0.5, 0.9, 1.0)])
+def test_g_out_matches_dense_grid(q11, q22, c):
+    """g_out of the adaptive grid within 0.5% (relative to max |g|) of a 1500^2 dense grid, on labels drawn
+    from the model; the dense grid resolves posteriors of width >= 0.02 (V22 >= 0.02 here)."""
+    ch = AttentionChannel(2, c)
+    rng = np.random.default_rng(7)
+    Q = np.diag([q11, q22])
+    V = np.eye(2) - Q
+    V[0, 1] = V[1, 0] = 0.1 * np.sqrt(V[0, 0] * V[1, 1])  # a correlated cavity too
+    for _ in range(3):
+        om = np.sqrt(np.diag(Q))[:, None] * rng.standard_normal((2, 2))
+        z = om + np.linalg.cholesky(V) @ rng.standard_normal((2, 2))
+        u = ch.labels_of_z(z[None])
+        g, _ = ch.g_out(u, om[None], V)
+        g_ref = np.linalg.inv(V) @ (_dense(u[0], om, V, c).reshape(2, 2) - om)
+        assert np.abs(g[0] - g_ref).max() < 5e-3 * max(np.abs(g_ref).max(), 1e-2)
+
+
+def test_nishimori_identity():
+    """E[sum_t g_t g_t^T] = -E[sum_t dg_tt] on the SE's own draws (the posterior is the true one): equal
+    within 4 Monte Carlo standard errors of the difference."""
+    ch = AttentionChannel(2, 1.0)
+    draws = sse.Draws(2, 2, 4096, np.random.default_rng(3), qmc=False)
+    for Q in (np.diag([0.3, 0.6]), np.diag([0.0, 0.9])):
+        V = sse.cavity(Q, 0.0)
+        om = np.einsum("ab,nbt->nat", sse.psd_sqrt(Q), draws.xi)
+        z = om + np.einsum("ab,nbt->nat", sse.psd_sqrt(V), draws.u)
+        g, dg = ch.g_out(ch.labels_of_z(z), om, V)
+        diff = np.einsum("nat,nat->na", g, g) + np.einsum("ntaa->na", dg)
+        err = diff.std(0) / np.sqrt(diff.shape[0])
+        assert np.all(np.abs(diff.mean(0)) < 4 * err + 1e-9), (diff.mean(0), err)
+
+
+def test_k22_and_alpha2_at_c1():
+    """K22 at c = 1 against the spec's independent grid computation 5.35 +- 0.13 (8000 draws); ours with 8192
+    draws has its own s.e.; the difference must be within 3 combined standard errors. The layer-cross
+    moments vanish (evenness in each layer), so F = K o M and alpha_2 = 1 / K22."""
+    ch = AttentionChannel(2, 1.0)
+    k = sth.k_at_zero(ch, sse.Draws(2, 2, 8192, np.random.default_rng(11)))
+    assert k.cross < 1e-10
+    assert abs(k.K[1, 1] - 5.35) < 3 * np.hypot(0.13, k.K_se[1, 1])
+    assert abs(k.perron - k.K[1, 1]) < 1e-6 * k.K[1, 1]
+    assert k.K[1, 1] < 6.0  # Jensen: K_aa <= T (T + 1) = 6, so alpha_2 >= 1/6
+
+
+def test_k11_matches_spec_table():
+    """K11(q) at c = 1: spec 0.70 +- 0.04 (q = 0.9), 3.37 +- 0.15 (q = 0.999); 3 combined s.e."""
+    ch = AttentionChannel(2, 1.0)
+    draws = sse.Draws(2, 2, 2048, np.random.default_rng(5))
+    for q, ref, ref_se in ((0.9, 0.70, 0.04), (0.999, 3.37, 0.15)):
+        k, k_se = sth.k11(ch, q, draws, eps=0.0)
+        assert abs(k - ref) < 3 * np.hypot(ref_se, k_se), (q, k, k_se)
+
+
+def test_errors_at_q_zero_match_spec():
+    """Spec §3.3 (2e6 draws): e_plug(0) = 0.3864, e_BO(0) = 0.3021; 4 s.e. of ours."""
+    ch = AttentionChannel(2, 1.0)
+    e, s = sse.gen_error_plugin(ch, np.zeros((2, 2)), 100_000, np.random.default_rng(1))
+    assert abs(e - 0.3864) < 4 * s
+    e, s = sse.gen_error_bayes(ch, np.zeros((2, 2)), 10_000, rng=np.random.default_rng(2))
+    assert abs(e - 0.3021) < 4 * s
+
+
+def test_bad_skip():
+    with pytest.raises(ParameterError, match="skip"):
+        AttentionChannel(2, 0.0)
