@@ -71,17 +71,3 @@ def u_from_ratios(a, b):
     """u = (-a, b) / sqrt(a + b); a + b = (h0 - h1)^2 >= 0 (floored at 1e-300 for h0 = h1)."""
     s = np.sqrt(np.maximum(a + b, 1e-300))
     return np.stack([-a / s, b / s], axis=-1)
-
-
-def label_from_h(h):
-    """The label the channel works with for T = 2: the log ratios (a, b) of y; a lossless,
-    well-conditioned encoding of the 2 x 2 attention matrix (y = sigmoid form of (a, b))."""
-    return log_ratios(h)
-
-
-def attention_from_ratios(ab):
-    """y (..., 2, 2) from the log ratios (a, b): y01 = sigmoid(-a), y10 = sigmoid(-b)."""
-    a, b = ab[..., 0], ab[..., 1]
-    y01 = 1.0 / (1.0 + np.exp(a))
-    y10 = 1.0 / (1.0 + np.exp(b))
-    return np.stack([np.stack([1 - y01, y01], -1), np.stack([y10, 1 - y10], -1)], -2)

@@ -26,14 +26,7 @@ import numpy as np
 from scipy.stats import norm as _norm
 from scipy.stats import qmc as _qmc
 
-
-def sym(A):
-    return 0.5 * (A + np.swapaxes(A, -1, -2))
-
-
-def psd_sqrt(Q):
-    w, U = np.linalg.eigh(sym(Q))
-    return (U * np.sqrt(np.clip(w, 0.0, None))) @ U.T
+from seqphase.core.multiindex.se import psd_sqrt, sym
 
 
 class Draws:

@@ -16,7 +16,7 @@ both q* and K11 use one fixed set of draws, so r(alpha) is a deterministic funct
 
 Bisection: the full SE with side information lambda from Q0 = q0 I decides "learned" by the growth of the
 layer's overlap over the iterations (after a burn-in), for the last layer from Q ~ 0, for the first layer
-after Q22 has converged; the smallest alpha at which it grows is found by `narrow_bracket`. The two
+after Q22 has converged; the smallest alpha at which it grows is found by `multiindex.se.bisect_alpha`. The two
 methods use the same draws, so they test the linearisation against the nonlinear iteration; the Monte
 Carlo error of the draws is reported separately (standard error of K).
 """
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from seqphase.core.smi import se
-from seqphase.core.thresholds import narrow_bracket
+from seqphase.core.multiindex.se import bisect_alpha
 
 
 @dataclass
@@ -194,7 +194,8 @@ def grows(channel, alpha, draws, layer, *, side_info=1e-12, q0=1e-6, eps=1e-3, b
 
 
 def bisect_layer(channel, draws, layer, lo, hi, *, guess=None, rtol=1e-3, **kw):
-    """Smallest alpha in [lo, hi] at which `grows` holds (inf if it does not at hi)."""
+    """Smallest alpha in [lo, hi] at which `grows` holds (inf if it does not at hi); the guess (the
+    stability value) is tried first with a +-2% bracket (`multiindex.se.bisect_alpha`)."""
     cache = {}
 
     def learned(alpha):
@@ -202,12 +203,4 @@ def bisect_layer(channel, draws, layer, lo, hi, *, guess=None, rtol=1e-3, **kw):
             cache[alpha] = grows(channel, alpha, draws, layer, **kw)
         return cache[alpha]
 
-    if guess is not None and np.isfinite(guess) and lo < 0.98 * guess and 1.02 * guess < hi:
-        a, b = 0.98 * guess, 1.02 * guess
-        if learned(b) and not learned(a):
-            return narrow_bracket(learned, a, b, rtol)
-    if not learned(hi):
-        return np.inf
-    if learned(lo):
-        return lo
-    return narrow_bracket(learned, lo, hi, rtol)
+    return bisect_alpha(learned, lo, hi, rtol=rtol, guess=guess, bracket=0.02)
