@@ -303,11 +303,13 @@ def cmd_plot(args):
     ds = open_results(args.sweep, args.store)
     companions = {}
     for role, name in json.loads(ds.attrs.get("plot", "{}")).items():
-        if role == "se_sweep":
+        # Companion sweeps drawn beside this one: se_sweep (the dense SE curve), and for the models
+        # that use them thresholds_sweep, gamp_sweep, ... (results/plot_smi.py).
+        if role.endswith("_sweep") and isinstance(name, str):
             try:
                 companions[role] = open_results(name, args.store)
             except SeqphaseError:
-                print(f"seqphase: note: {name} is not in the store; run it to draw the dense SE curve",
+                print(f"seqphase: note: {name} is not in the store; run it to draw its curves ({role}) here",
                       file=sys.stderr)
     plot_sweep(ds, args.output, companions)
     print(f"seqphase: wrote {args.output}", file=sys.stderr)

@@ -1,6 +1,7 @@
 """Wall times of the shipped GLM sweeps on the embedded local cluster, 1 and 2 workers, as a table.
 
     python benchmarks/run.py [--workers 1,2] [--sweeps NAME,...]
+    python benchmarks/run.py --smi-gout [--samples N ...]   (= python benchmarks/smi_gout.py [...])
 
 Each measurement runs the sweep from scratch into a fresh temporary store. `sweep s` is the time from
 the first submission to the last point stored; `total s` adds the cluster start-up and the template.
@@ -36,7 +37,17 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workers", default="1,2")
     parser.add_argument("--sweeps", default=",".join(DEFAULT_SWEEPS))
-    args = parser.parse_args()
+    parser.add_argument("--smi-gout", action="store_true",
+                        help="run the per-sample g_out benchmark of the SMI channel instead (benchmarks/smi_gout.py; "
+                             "the remaining options are passed to it)")
+    args, rest = parser.parse_known_args()
+    if args.smi_gout:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import smi_gout
+
+        return smi_gout.main(rest)
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     rows = []
     print(f"{'sweep':36s} {'points':>6s} {'workers':>7s} {'sweep s':>8s} {'total s':>8s} {'failed':>6s}")
     for name in args.sweeps.split(","):

@@ -1,7 +1,8 @@
 """Deep tied attention as a sequence multi-index model (registry name "smi"; spec smi.md).
 
-Parameters: `skip` (c > 0, the skip strength of the non-final layers), `depth` (2: the exact T = 2
-posterior is implemented for two layers), `alpha` (> 0; not for threshold sweeps).
+Parameters: `skip` (c > 0, the skip strength of the non-final layers), `depth` (2; the 3-layer posterior
+is being validated), `alpha` (> 0; not for threshold sweeps). Layer x layer results have rows/cols
+1..3 whatever the depth (NaN beyond it).
 
 Methods:
 - "se": the Bayes-optimal SE (`core/smi/se.py`) from Q0 = q0 I (reference: 0.05 I, eps = 1e-3), with
@@ -10,6 +11,11 @@ Methods:
   each with its Monte Carlo standard error.
 - "threshold": alpha_2 = 1/K22 (stability, F map at Q = 0) and by SE bisection; alpha_1 by the staircase
   (alpha K11(q*(alpha)) = 1) and by SE bisection (`core/smi/thresholds.py`).
+- "gamp": GAMP (`core/smi/gamp.py`, spec §4) on `n_seeds` instances of dimension d: per seed and
+  iteration M = W_hat W*^T / d (`overlap`), W_hat W_hat^T / d, the plug-in test error on n_gen fresh
+  sequences; `damping` is the weight of the OLD iterate (the reference's delta = 0.8 on the new one is
+  damping = 0.2, the default). Runs that stop early (tol) are NaN after their last iteration; the
+  `*_final` variables hold each seed's last iterate.
 - "sgd": the layer-wise SGD experiment (`core/smi/sgd.py`), `n_runs` runs from one teacher and one
   student initialisation (as in the paper), fresh data per run.
 """
@@ -18,7 +24,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from seqphase.core.errors import ParameterError
 from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, Variable
+from seqphase.core.smi import gamp as sgamp
 from seqphase.core.smi import se as sse
 from seqphase.core.smi import sgd as ssgd
 from seqphase.core.smi import thresholds as sth
@@ -52,6 +60,23 @@ _THR = {
     "rtol": _f("rtol", "relative width at which the alpha searches stop", 2e-3, 0.0, 0.1),
     "bisection": Param("bisection", "bool", "also locate both thresholds by SE bisection", True),
 }
+_GAMP = {
+    "d": _i("d", "input dimension (reference: 1000)", 1000, 20),
+    "n_seeds": _i("n_seeds", "instances per point (teacher, data, initialisation and test set each)", 16),
+    "max_iter": _i("max_iter", "GAMP iterations (reference: 50)", 50, 1, 10_000),
+    "damping": _f("damping", "weight of the OLD iterate (reference: delta = 0.8 on the new one, i.e. 0.2)",
+                  0.2, 0.0, 1.0, True, False),
+    "tol": _f("tol", "stop when W_hat moves less than tol (rms per entry); 0: always max_iter", 1e-6, 0.0, 0.1,
+              True),
+    "side_info": _f("side_info", "side-information SNR lambda (spec §4.3)", 0.0, 0.0, 1.0, True),
+    "n_gen": _i("n_gen", "fresh test sequences of the plug-in error (reference: 1000)", 1000, 10),
+    "init": Param("init", "choice", "W_hat^0: 'random' N(0, 1) (reference), 'small' 1e-3 N(0, 1)", "random",
+                  choices=tuple(sgamp.INIT_SCALES)),
+    "eps": _f("eps", "regulariser added to the cavity covariance V = C_hat + eps I (reference: 1e-3)", 1e-3,
+              0.0, 0.1, True),
+    "noise": _f("noise", "variance of Gaussian noise on the teacher's indices (0: noiseless, as the paper; "
+                "= eps: the teacher of the SE with that eps)", 0.0, 0.0, 1.0, True),
+}
 _SGD = {
     "alpha": _f("alpha", "sample complexity n/d of the training set (paper: 15)", 15.0, 0.0),
     "d": _i("d", "input dimension", 500, 4),
@@ -68,20 +93,33 @@ _SGD = {
 }
 
 
+MAX_DEPTH = 3
+
+
+def _pad(a):
+    """NaN-pad the trailing (p, p) of an array to (MAX_DEPTH, MAX_DEPTH)."""
+    a = np.asarray(a, float)
+    p = a.shape[-1]
+    out = np.full(a.shape[:-2] + (MAX_DEPTH, MAX_DEPTH), np.nan)
+    out[..., :p, :p] = a
+    return out
+
+
 class SMIModel(Model):
     def __init__(self):
         super().__init__(
             name="smi",
             description="deep tied attention / sequence multi-index model (T = 2 tokens, rank 1): SE, "
-                        "layer thresholds versus skip, layer-wise SGD",
+                        "GAMP, layer thresholds versus skip, layer-wise SGD",
             params={
                 "alpha": _f("alpha", "sample complexity n/d", REQUIRED, 0.0),
                 "skip": _f("skip", "skip strength c of the non-final layers", 1.0, 0.0),
                 "depth": Param("depth", "choice", "number of attention layers", 2, choices=(2,)),
             },
             methods={
-                "se": Method(_SE, version=1, doc="Bayes-optimal SE, plug-in and Bayes errors"),
-                "threshold": Method(_THR, version=1, doc="alpha_2 and alpha_1, stability and bisection",
+                "se": Method(_SE, version=2, doc="Bayes-optimal SE, plug-in and Bayes errors"),
+                "gamp": Method(_GAMP, version=1, doc="GAMP at finite d, damping-consistent Onsager term"),
+                "threshold": Method(_THR, version=2, doc="alpha_2 and alpha_1, stability and bisection",
                                     excludes=("alpha",)),
                 # alpha is a setting of sgd (not a grid dim): the log length depends on it
                 "sgd": Method(_SGD, version=1, doc="layer-wise SGD experiment", excludes=("alpha",)),
@@ -89,7 +127,9 @@ class SMIModel(Model):
         )
 
     def layout(self, method, settings):
-        rc = {"row": np.arange(1, 3), "col": np.arange(1, 3)}
+        # one layout for every depth (depth is a point parameter, the layout cannot see it): layer x layer
+        # results are NaN-padded to MAX_DEPTH rows, so a 2-layer point has NaN in row/col 3
+        rc = {"row": np.arange(1, MAX_DEPTH + 1), "col": np.arange(1, MAX_DEPTH + 1)}
         if method == "se":
             dims = dict(rc, se_iteration=np.arange(settings["max_iter"] + 1))
             return Layout(dims, {
@@ -102,7 +142,28 @@ class SMIModel(Model):
                 "gen_error_plugin_se": Variable((), "f8", "its Monte Carlo standard error"),
                 "gen_error_bayes": Variable((), "f8", "Bayes-optimal test error (posterior-mean predictor)"),
                 "gen_error_bayes_se": Variable((), "f8", "its Monte Carlo standard error"),
-                "gen_error_plugin_last_layer": Variable((), "f8", "plug-in error with Q11 = Q12 = 0"),
+                "gen_error_plugin_last_layer": Variable((), "f8", "plug-in error with only the last layer's overlap kept"),
+            })
+        if method == "gamp":
+            dims = dict(seed=np.arange(settings["n_seeds"]), iteration=np.arange(settings["max_iter"] + 1), **rc)
+            t, m = ("seed", "iteration"), ("row", "col")
+            return Layout(dims, {
+                "overlap": Variable(t + m, "f8", "M = W_hat W*^T / d per iteration (0 = initialisation; NaN after "
+                                                 "the run stops)"),
+                "self_overlap": Variable(t + m, "f8", "Q = W_hat W_hat^T / d per iteration"),
+                "gen_error_plugin": Variable(t, "f8", "plug-in test error mean ||g(W* x) - g(W_hat x)||_F^2 on "
+                                                      "n_gen fresh sequences"),
+                "overlap_final": Variable(("seed",) + m, "f8", "M at the last iteration, each student row's sign "
+                                                               "set so that M_ll >= 0 (g is even in each "
+                                                               "layer's index): |M_ll| on the diagonal"),
+                "self_overlap_final": Variable(("seed",) + m, "f8", "self_overlap at the last iteration"),
+                "gen_error_plugin_final": Variable(("seed",), "f8", "plug-in test error at the last iteration"),
+                "teacher_overlap": Variable(("seed",) + m, "f8", "W* W*^T / d (M_ll / teacher_ll: overlap per "
+                                                                 "unit teacher norm)"),
+                "n_iter": Variable(("seed",), "i4", "iterations run"),
+                "converged": Variable(("seed",), "i1", "1 if W_hat moved less than tol"),
+                "diverged": Variable(("seed",), "i1", "1 if the estimate became non-finite (run stopped)"),
+                "n_clipped": Variable(("seed",), "i4", "iterations whose A had a negative eigenvalue (set to 0)"),
             })
         if method == "threshold":
             v = {k: Variable((), "f8", doc) for k, doc in (
@@ -132,12 +193,21 @@ class SMIModel(Model):
             })
         raise ValueError(method)
 
+    def check_point(self, method, params):
+        depth = int(params.get("depth", 2))
+        if depth != 2 and method in ("threshold", "sgd"):
+            raise ParameterError("params.depth", f"the {method} method is implemented for 2 layers, got {depth}",
+                                 "use depth = 2")
+        return params
+
     def run(self, method, params, settings, seed_sequence):
-        ch = AttentionChannel(params.get("depth", 2), params["skip"])
+        ch = AttentionChannel(int(params.get("depth", 2)), params["skip"])
         if method == "se":
             return self._se(ch, params["alpha"], settings, seed_sequence)
         if method == "threshold":
             return self._threshold(ch, settings, seed_sequence)
+        if method == "gamp":
+            return self._gamp(ch, params["alpha"], settings, seed_sequence)
         return self._sgd(params, settings, seed_sequence)
 
     def _se(self, ch, alpha, s, seed_sequence):
@@ -145,17 +215,47 @@ class SMIModel(Model):
         draws = sse.Draws(ch.p, ch.T, s["n_mc"], np.random.default_rng(k_draws))
         st = sse.smi_se(ch, alpha, draws, Q0=s["q0"] * np.eye(ch.p), side_info=s["side_info"],
                         damping=s["damping"], tol=s["tol"], max_iter=s["max_iter"], eps=s["eps"])
-        hist = np.full((s["max_iter"] + 1, ch.p, ch.p), np.nan)
+        hist = np.full((s["max_iter"] + 1, MAX_DEPTH, MAX_DEPTH), np.nan)
         k = min(len(st.history), s["max_iter"] + 1)
-        hist[:k] = st.history[:k]
+        hist[:k] = _pad(st.history[:k])
         plug, plug_se = sse.gen_error_plugin(ch, st.Q, s["n_error"], np.random.default_rng(k_plug))
         bayes, bayes_se = sse.gen_error_bayes(ch, st.Q, max(200, s["n_error"] // 5), rng=np.random.default_rng(k_bayes))
         last = np.zeros_like(st.Q)
         last[-1, -1] = st.Q[-1, -1]
         plug_last, _ = sse.gen_error_plugin(ch, last, s["n_error"], np.random.default_rng(k_last))
-        return {"overlap": st.Q, "overlap_hat": st.Qhat, "history": hist, "n_iter": st.n_iter,
+        return {"overlap": _pad(st.Q), "overlap_hat": _pad(st.Qhat), "history": hist, "n_iter": st.n_iter,
                 "converged": int(st.converged), "gen_error_plugin": plug, "gen_error_plugin_se": plug_se,
                 "gen_error_bayes": bayes, "gen_error_bayes_se": bayes_se, "gen_error_plugin_last_layer": plug_last}
+
+    def _gamp(self, ch, alpha, s, seed_sequence):
+        if round(alpha * s["d"]) < 1:
+            raise ParameterError("method.d", f"alpha d = {alpha * s['d']:g} gives no sample", "raise d or alpha")
+        S, K, p = s["n_seeds"], s["max_iter"] + 1, ch.p
+        P = len(self.layout("gamp", s).extra_dims["row"])  # p x p results NaN-padded to the layout's rows
+        out = {k: np.full((S, K, P, P), np.nan) for k in ("overlap", "self_overlap")}
+        out["gen_error_plugin"] = np.full((S, K), np.nan)
+        for k in ("n_iter", "converged", "diverged", "n_clipped"):
+            out[k] = np.zeros(S, int)
+        out["teacher_overlap"] = np.full((S, P, P), np.nan)
+        out["overlap_final"] = np.full((S, P, P), np.nan)
+        for i, child in enumerate(seed_sequence.spawn(S)):
+            rng = np.random.default_rng(child)  # instance, then the run's test set, init and side information
+            X, W, _, u = sgamp.sample_instance(ch, alpha, s["d"], rng, noise=s["noise"])
+            tr = sgamp.run_gamp(ch, X, u, W, max_iter=s["max_iter"], damping=s["damping"], tol=s["tol"],
+                                side_info=s["side_info"], rng=rng, init=s["init"], n_gen=s["n_gen"], eps=s["eps"])
+            k = tr.overlap.shape[0]
+            out["overlap"][i, :k, :p, :p] = tr.overlap
+            sign = np.where(np.diag(tr.overlap[-1]) < 0, -1.0, 1.0)
+            out["overlap_final"][i, :p, :p] = sign[:, None] * tr.overlap[-1]
+            out["self_overlap"][i, :k, :p, :p] = tr.self_overlap
+            out["gen_error_plugin"][i, :k] = tr.gen_error
+            out["teacher_overlap"][i, :p, :p] = W @ W.T / s["d"]
+            out["n_iter"][i], out["converged"][i] = tr.n_iter, int(tr.converged)
+            out["diverged"][i], out["n_clipped"][i] = int(tr.diverged), tr.n_clipped
+        last = out["n_iter"]
+        out["self_overlap_final"] = out["self_overlap"][np.arange(S), last]
+        out["gen_error_plugin_final"] = out["gen_error_plugin"][np.arange(S), last]
+        return out
 
     def _threshold(self, ch, s, seed_sequence):
         k_k, k_se = seed_sequence.spawn(2)
@@ -165,7 +265,8 @@ class SMIModel(Model):
         out = {"alpha2_stability": a2, "alpha2_stability_se": a2 * k0.K_se[-1, -1] / k0.K[-1, -1],
                "k22": k0.K[-1, -1], "k11_at_zero": k0.K[0, 0]}
         draws = sse.Draws(ch.p, ch.T, s["n_mc"], np.random.default_rng(k_se))
-        a1, cache = sth.alpha1_stability(ch, a2, draws, alpha_hi=s["alpha_hi"], rtol=s["rtol"], eps=s["eps"])
+        a1, cache = sth.alpha1_stability(ch, a2, draws, alpha_hi=s["alpha_hi"], rtol=s["rtol"], eps=s["eps"],
+                                         k_draws=kd)
         out["alpha1_stability"] = a1
         if np.isfinite(a1) and cache:
             near = min(cache, key=lambda a: abs(a - a1))
@@ -181,8 +282,14 @@ class SMIModel(Model):
             out["alpha2_bisection"] = sth.bisect_layer(ch, draws, ch.p - 1, 0.02, 2.0, guess=a2, rtol=s["rtol"],
                                                        eps=s["eps"])
             lo = out["alpha2_bisection"] if np.isfinite(out["alpha2_bisection"]) else a2
+            def q_last_of(alpha):
+                # the layer-2 fixed point at alpha, warm-started from the nearest one the staircase found
+                near = min(cache, key=lambda a: abs(a - alpha)) if cache else None
+                return sth.layer2_fixed_point(ch, alpha, draws, q0=cache[near][1] if near is not None else 0.05,
+                                              eps=s["eps"])
+
             out["alpha1_bisection"] = sth.bisect_layer(ch, draws, 0, lo, s["alpha_hi"], guess=a1, rtol=s["rtol"],
-                                                       eps=s["eps"])
+                                                       eps=s["eps"], q_last_of=q_last_of)
         else:
             out["alpha2_bisection"] = np.nan
             out["alpha1_bisection"] = np.nan

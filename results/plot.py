@@ -7,38 +7,83 @@
   line of the same point, and the mean overlap versus iteration for each alpha.
 - Threshold sweeps: the critical alphas by linear stability (line), by SE bisection (crosses) and the
   information-theoretic one (squares), versus the swept parameter (or per transition).
+
+A model whose variables differ from these gets its own figures through `FIGURES`, keyed by
+(model, method); deep tied attention ("smi") has them in `plot_smi.py`.
 """
 
 from __future__ import annotations
 
+import importlib
 import itertools
+import textwrap
 
 import numpy as np
 
-from seqphase.results.store import DONE
+from seqphase.core.errors import SeqphaseError
+from seqphase.results.store import DONE, STATUS_NAMES
+
+# (model, method) -> "module:function"; the function takes (pyplot, ds masked to the done points,
+# companions) and returns the Figure. Everything else gets the generic figures of this module.
+FIGURES = {
+    ("smi", "se"): "seqphase.results.plot_smi:plot_se",
+    ("smi", "threshold"): "seqphase.results.plot_smi:plot_thresholds",
+    ("smi", "gamp"): "seqphase.results.plot_smi:plot_gamp",
+    ("smi", "sgd"): "seqphase.results.plot_smi:plot_sgd",
+}
 
 
 def plot_sweep(ds, path, companions=None):
     """Draw `ds` to `path`. `companions` maps a role to another sweep's Dataset: the `[plot]` table of
-    a GAMP spec may name `se_sweep`, whose dense SE curve is then drawn under the GAMP points."""
-    import matplotlib
+    a spec may name `se_sweep` (a GAMP spec: its dense SE curve is drawn under the GAMP points) and, for
+    the models that use them, other `*_sweep` roles (see `plot_smi.py`)."""
+    plt = _pyplot()
+    fig = make_figure(ds, companions)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    method = ds.attrs.get("method")
+def make_figure(ds, companions=None):
+    """The Figure of a stored sweep (not saved). A sweep with no finished point is a SeqphaseError."""
+    plt = _pyplot()
+    _require_done(ds)
+    model, method = ds.attrs.get("model"), ds.attrs.get("method")
     ds = ds.where(ds["status"] == DONE)
-    if method == "se":
+    if (model, method) in FIGURES:
+        module, _, function = FIGURES[model, method].partition(":")
+        fig = getattr(importlib.import_module(module), function)(plt, ds, companions or {})
+    elif method == "se":
         fig = _plot_se(plt, ds)
     elif method == "gamp":
         fig = _plot_gamp(plt, ds, (companions or {}).get("se_sweep"))
     else:
         fig = _plot_threshold(plt, ds)
-    fig.suptitle(ds.attrs.get("title", ds.attrs.get("seqphase_sweep", "")), fontsize=10)
+    title = ds.attrs.get("title", ds.attrs.get("seqphase_sweep", ""))
+    width = fig.get_size_inches()[0]
+    fig.suptitle(textwrap.fill(title, max(40, int(width * 13))), fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return fig
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _require_done(ds):
+    status = np.asarray(ds["status"].values)
+    if (status == DONE).any():
+        return
+    name = ds.attrs.get("seqphase_sweep", "SWEEP")
+    counts = ", ".join(f"{int((status == code).sum())} {STATUS_NAMES[code]}"
+                       for code in sorted(STATUS_NAMES) if (status == code).any())
+    raise SeqphaseError(name, f"no finished point to plot ({counts})",
+                        f"run it first (seqphase run {name}), then plot")
 
 
 def _swept(ds, exclude=()):

@@ -78,12 +78,18 @@ def _fill(buf, zb, lo0, lo1, h0, h1, n, u0, u1, om, P, c):
 
 
 @njit(cache=True)
-def _neff(buf, n, top):
+def _weigh(buf, n, top):
+    """Turn the log-weights into weights relative to the peak, in place (each exp is taken once and
+    reused by `_accumulate` and `_mass_box`); returns the effective number of cells (sum w)^2 / sum w^2."""
     s1 = 0.0
     s2 = 0.0
     for i in range(n):
         for j in range(n):
-            w = math.exp(buf[i, j, 0] - top) + math.exp(buf[i, j, 1] - top)
+            w0 = math.exp(buf[i, j, 0] - top)
+            w1 = math.exp(buf[i, j, 1] - top)
+            buf[i, j, 0] = w0
+            buf[i, j, 1] = w1
+            w = w0 + w1
             s1 += w
             s2 += w * w
     return s1 * s1 / s2 if s2 > 0 else 0.0
@@ -91,7 +97,8 @@ def _neff(buf, n, top):
 
 @njit(cache=True)
 def _accumulate(acc, buf, zb, lo0, lo1, h0, h1, n, top):
-    """Add the grid's moments to acc = [log scale, S0, S1(4), S2(16)] (streaming log-sum-exp)."""
+    """Add the grid's moments to acc = [log scale, S0, S1(4), S2(16)] (streaming log-sum-exp); buf holds
+    the weights relative to exp(top) (`_weigh`)."""
     s0 = 0.0
     s1 = np.zeros(4)
     s2 = np.zeros(16)
@@ -101,7 +108,7 @@ def _accumulate(acc, buf, zb, lo0, lo1, h0, h1, n, top):
         for j in range(n):
             x1 = lo1 + (j + 0.5) * h1
             for s in range(2):
-                w = math.exp(buf[i, j, s] - top)
+                w = buf[i, j, s]
                 if w < 1e-300:
                     continue
                 v[0] = x0
@@ -132,20 +139,20 @@ def _accumulate(acc, buf, zb, lo0, lo1, h0, h1, n, top):
 
 
 @njit(cache=True)
-def _mass_box(buf, lo0, lo1, h0, h1, n, top, side0, side1, which):
-    """Bounding box (grown by one step) of the cells holding mass, restricted to one half-plane
-    (which = +1 / -1 of z1 . side; 0: all). Returns (found, lo0, hi0, lo1, hi1)."""
+def _mass_box(buf, lo0, lo1, h0, h1, n, side0, side1, which):
+    """Bounding box (grown by one step) of the cells holding mass (relative weight in buf >= MASS_CUT),
+    restricted to one half-plane (which = +1 / -1 of z1 . side; 0: all). Returns (found, lo0, hi0, lo1,
+    hi1)."""
     found = False
     a0 = np.inf
     b0 = -np.inf
     a1 = np.inf
     b1 = -np.inf
-    cut = math.log(MASS_CUT)
     for i in range(n):
         x0 = lo0 + (i + 0.5) * h0
         for j in range(n):
             x1 = lo1 + (j + 0.5) * h1
-            if max(buf[i, j, 0], buf[i, j, 1]) - top < cut:
+            if max(buf[i, j, 0], buf[i, j, 1]) < MASS_CUT:
                 continue
             if which != 0:
                 dot = x0 * side0 + x1 * side1
@@ -167,10 +174,10 @@ def _refine(acc, buf, zb, box, u0, u1, om, P, c, n0, n_max, neff, max_level):
         h0 = (hi0 - lo0) / n
         h1 = (hi1 - lo1) / n
         top = _fill(buf, zb, lo0, lo1, h0, h1, n, u0, u1, om, P, c)
-        if level == max_level - 1 or _neff(buf, n, top) >= neff:
+        if _weigh(buf, n, top) >= neff or level == max_level - 1:
             _accumulate(acc, buf, zb, lo0, lo1, h0, h1, n, top)
             return
-        found, a0, b0, a1, b1 = _mass_box(buf, lo0, lo1, h0, h1, n, top, 0.0, 0.0, 0)
+        found, a0, b0, a1, b1 = _mass_box(buf, lo0, lo1, h0, h1, n, 0.0, 0.0, 0)
         if (b0 - a0) * (b1 - a1) > 0.25 * (hi0 - lo0) * (hi1 - lo1):
             n = min(2 * n, n_max)  # a ridge the box cannot shrink around: refine the grid instead
         lo0, hi0, lo1, hi1 = a0, b0, a1, b1
@@ -198,7 +205,7 @@ def posterior_2layer(u, om, P, sd1, c, n0, neff, max_level):
         lo1 = o[0, 1] - BOX_SIGMAS * sd1
         h = 2.0 * BOX_SIGMAS * sd1 / n0
         top = _fill(buf, zb, lo0, lo1, h, h, n0, u0, u1, o, P, c)
-        if _neff(buf, n0, top) >= neff:
+        if _weigh(buf, n0, top) >= neff:
             _accumulate(acc, buf, zb, lo0, lo1, h, h, n0, top)
         else:
             # the peak cell and its half-plane; the mirror peak -z1* (if any) lies in the other one
@@ -212,8 +219,8 @@ def posterior_2layer(u, om, P, sd1, c, n0, neff, max_level):
                         best = m
                         p0 = lo0 + (i + 0.5) * h
                         p1 = lo1 + (j + 0.5) * h
-            fa, a0, b0, a1, b1 = _mass_box(buf, lo0, lo1, h, h, n0, top, p0, p1, 1)
-            fb, c0, d0, c1, d1 = _mass_box(buf, lo0, lo1, h, h, n0, top, p0, p1, -1)
+            fa, a0, b0, a1, b1 = _mass_box(buf, lo0, lo1, h, h, n0, p0, p1, 1)
+            fb, c0, d0, c1, d1 = _mass_box(buf, lo0, lo1, h, h, n0, p0, p1, -1)
             overlap = fb and not (b0 <= c0 or d0 <= a0 or b1 <= c1 or d1 <= a1)
             if overlap:
                 a0, b0, a1, b1 = min(a0, c0), max(b0, d0), min(a1, c1), max(b1, d1)

@@ -74,35 +74,98 @@ class SEState:
     history: np.ndarray = field(repr=False)  # (n_iter + 1, p, p): Q per iteration, Q0 first
 
 
-def _aitken(hist):
-    """Extrapolated diagonal of Q from the last three iterates, or None.
+def _ratios(hist):
+    """Per diagonal entry: the last change d and two successive ratios of changes (r1, r2) of the last
+    four iterates (the map is deterministic under common random numbers, so near a fixed point every
+    entry converges geometrically, d_n ~ C r^n, and the ratios agree)."""
+    x = np.array([np.diag(h) for h in hist[-4:]])
+    d = np.diff(x, axis=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return x[-1], d[-1], d[1] / d[0], d[2] / d[1]
 
-    Near a stable fixed point each diagonal entry converges geometrically, x_n = x* + C r^n with
-    r = slope of the map (0.8 at alpha = 0.43: ~60 iterations to 1e-6); Aitken's x* = x_n + dx r/(1-r)
-    jumps there. Only used when every entry is either settled (|dx| < 1e-12) or converging with two
-    agreeing ratios 0 < r < 0.95: an entry that grows (r >= 1, a direction being learned) or
-    oscillates is never extrapolated, so the iteration cannot be steered onto an unstable fixed point."""
-    x0, x1, x2 = (np.diag(h) for h in hist[-3:])
-    d1, d2 = x1 - x0, x2 - x1
-    out = x2.copy()
-    for k in range(x2.size):
-        if abs(d2[k]) < 1e-12:
+
+def _aitken(hist, r_max=0.999):
+    """Extrapolated diagonal of Q from the last four iterates, or None.
+
+    x_n = x* + C r^n with r = slope of the map (0.8 at alpha = 0.43: ~60 iterations to 1e-6; 0.99 and
+    more next to a threshold); Aitken's x* = x_n + d r/(1-r) jumps there. Only used when every entry
+    is either settled (|d| < 1e-12) or converging with two ratios 0 < r < r_max that agree within 5% of
+    1 - r: an entry that grows (r >= 1, a direction being learned) or oscillates is never
+    extrapolated, so the iteration cannot be steered onto an unstable fixed point."""
+    if len(hist) < 4:
+        return None
+    x, d, r1, r2 = _ratios(hist)
+    out = x.copy()
+    for k in range(x.size):
+        if abs(d[k]) < 1e-12:
             continue
-        if abs(d1[k]) < 1e-15:
+        if not (0.0 < r1[k] < r_max and 0.0 < r2[k] < r_max and abs(r2[k] - r1[k]) < 0.05 * (1.0 - r2[k])):
             return None
-        r = d2[k] / d1[k]
-        if not 0.0 < r < 0.95:
-            return None
-        out[k] = x2[k] + d2[k] * r / (1.0 - r)
+        out[k] = x[k] + d[k] * r2[k] / (1.0 - r2[k])
     return np.clip(out, 0.0, 1.0 - 1e-9)
 
 
+def _settled(hist, tol, free, growth_tol):
+    """Converged: every diagonal entry's estimated distance to its limit, |d| r / (1 - r) for geometric
+    convergence with ratio r, is below tol (a change below tol / 100 counts as settled), no entry grows
+    by more than growth_tol relative, and the off-diagonal entries changed by less than tol."""
+    if len(hist) < 4:
+        return False
+    if np.max(np.abs(hist[-1] - hist[-2])) >= tol:
+        return False
+    x, d, r1, r2 = _ratios(hist)
+    for k in free:
+        if d[k] > 0.0 and d[k] > growth_tol * x[k]:
+            return False
+        if abs(d[k]) < 0.01 * tol:
+            continue
+        if not 0.0 < r2[k] < 1.0 or abs(d[k]) * r2[k] / (1.0 - r2[k]) >= tol:
+            return False
+    return True
+
+
+def _grow_jump(hist, frozen, target=1e-3, min_ratio=1.0 + 1e-3):
+    """Diagonal of Q with the entries that grow geometrically from tiny values moved up to `target`,
+    or None.
+
+    An entry x << 1 at an unstable fixed point (a layer about to be learned) is in the linear regime of
+    the SE map: x_n = x_0 r^n with r = alpha K(current Q) > 1, so the iterates themselves say where the
+    iteration will be k steps later; jumping there skips the ~log(target / x) / log(r) steps of pure
+    exponential growth (~200 at r = 1.08 from the floor 1e-8). Only entries below target / 10 with two
+    ratios > min_ratio that agree within 1% are moved; everything else is left to the iteration."""
+    x0, x1, x2 = (np.diag(h) for h in hist[-3:])
+    out = x2.copy()
+    moved = False
+    for k in range(x2.size):
+        if k in frozen or not 0.0 < x2[k] < 0.1 * target or x0[k] <= 0.0 or x1[k] <= 0.0:
+            continue
+        r1, r2 = x1[k] / x0[k], x2[k] / x1[k]
+        if r1 > min_ratio and r2 > min_ratio and abs(r2 - r1) < 0.01 * (r2 - 1.0) + 1e-12:
+            out[k] = target
+            moved = True
+    return out if moved else None
+
+
 def smi_se(channel, alpha, draws, *, Q0=None, side_info=0.0, damping=0.2, tol=1e-5, max_iter=100, eps=1e-3,
-           freeze=None, accelerate=True):
+           freeze=None, accelerate=True, q_floor=1e-8, growth_tol=1e-3):
     """Iterate the SE. `freeze` (a list of layer indices) keeps those rows/cols of Q at zero: the
-    layer-2-only fixed point of the staircase is the SE restricted to Q11 = Q12 = 0. `accelerate`:
-    Aitken extrapolation of the diagonal every 4th iteration when it is safe (`_aitken`)."""
+    layer-2-only fixed point of the staircase is the SE restricted to Q11 = Q12 = 0.
+
+    Converged (`_settled`) means the estimated distance of Q to its limit is below tol (not just the
+    last change: next to a threshold the map's slope r -> 1 and the distance is change / (1 - r)) AND no
+    diagonal entry grows by more than `growth_tol` relative per iteration. The second condition matters
+    at an unstable fixed point: from Q0 = 0.05 I
+    the first-layer overlap first decays (while Q22 is learned) to ~1e-10 and then, above alpha_1, regrows
+    by a factor alpha K11 ~ 1.05 per iteration; its absolute change is far below tol for a hundred
+    iterations, and an absolute criterion alone stops the SE on the unstable Q11 = 0 branch (what moves
+    the onset of the published Q11 curve to alpha ~ 0.8 instead of alpha_1 ~ 0.72-0.74, docs/smi.md).
+    `q_floor` keeps unfrozen diagonal entries >= q_floor (an infinitesimal perturbation, like side
+    information) so that such an entry can regrow and its relative growth is defined.
+    `accelerate`: every 4th iteration, Aitken extrapolation of converging diagonal entries (`_aitken`)
+    or a jump of geometrically growing tiny entries (`_grow_jump`), whichever applies."""
     p = channel.p
+    frozen = set(freeze or ())
+    free = [a for a in range(p) if a not in frozen]
     Q = 0.05 * np.eye(p) if Q0 is None else np.array(Q0, float)
     hist = [Q.copy()]
     converged = False
@@ -112,18 +175,20 @@ def smi_se(channel, alpha, draws, *, Q0=None, side_info=0.0, damping=0.2, tol=1e
         Qh = qhat(channel, Q, alpha, draws, eps)
         new = prior_step(Qh, side_info)
         new = sym((1.0 - damping) * new + damping * Q)
-        if freeze:
-            for a in freeze:
-                new[a, :] = 0.0
-                new[:, a] = 0.0
-        change = float(np.max(np.abs(new - Q)))
+        for a in free:
+            new[a, a] = max(new[a, a], q_floor)
+        for a in frozen:
+            new[a, :] = 0.0
+            new[:, a] = 0.0
         Q = new
         hist.append(Q.copy())
-        if change < tol:
+        if _settled(hist, tol, free, growth_tol):
             converged = True
             break
         if accelerate and it % 4 == 3:
             diag = _aitken(hist)
+            if diag is None:
+                diag = _grow_jump(hist, frozen)
             if diag is not None:
                 Q = Q - np.diag(np.diag(Q)) + np.diag(diag)
                 hist.append(Q.copy())
@@ -140,18 +205,24 @@ def _indices(channel, Q, n, rng):
     return omega, z, V
 
 
+def plugin_sq_error(channel, y, omega):
+    """||y - g(omega)||_F^2 per sample: the teacher's outputs y (N, T, T) against the student's, whose
+    index is omega (N, p, T) (shared by the SE error below and GAMP's per-iteration test error)."""
+    return np.sum((y - channel.output(omega)) ** 2, axis=(1, 2))
+
+
 def gen_error_plugin(channel, Q, n=100_000, rng=None, chunk=50_000):
     """E ||g(z) - g(omega)||_F^2 and its Monte Carlo standard error."""
     rng = rng if rng is not None else np.random.default_rng(0)
     vals = []
     for a in range(0, n, chunk):
         omega, z, _ = _indices(channel, Q, min(chunk, n - a), rng)
-        vals.append(np.sum((channel.output(z) - channel.output(omega)) ** 2, axis=(1, 2)))
+        vals.append(plugin_sq_error(channel, channel.output(z), omega))
     v = np.concatenate(vals)
     return float(v.mean()), float(v.std() / np.sqrt(v.size))
 
 
-def gen_error_bayes(channel, Q, n=20_000, k=64, rng=None, chunk=2000):
+def gen_error_bayes(channel, Q, n=20_000, k=16, rng=None, chunk=2000):
     """E ||g(z) - E[g | omega]||_F^2 (posterior-mean predictor), inner mean over k draws, debiased."""
     rng = rng if rng is not None else np.random.default_rng(0)
     p, T = channel.p, channel.T

@@ -68,3 +68,21 @@ def test_bad_skip_is_one_line(tmp_path):
     assert r.returncode == 2
     assert "skip" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "st.zarr").exists()
+
+
+@pytest.mark.parametrize("method", ["threshold", "sgd"])
+def test_depth3_is_refused_before_anything_is_written(tmp_path, method):
+    spec = tmp_path / "s.toml"
+    spec.write_text(f'name = "x"\nmodel = "smi"\nseed = 1\n[params]\nskip = 1.0\ndepth = 3\n[method]\nname = "{method}"\n')
+    r = subprocess.run([sys.executable, "-m", "seqphase.cli", "run", str(spec), "--store", str(tmp_path / "st.zarr")],
+                       capture_output=True, text=True)
+    assert r.returncode == 2
+    assert "params.depth" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "st.zarr").exists()
+
+
+def test_two_layer_results_are_padded_to_three_rows():
+    s = _defaults("se", n_mc=64, max_iter=2, n_error=1000)
+    out = run_point("smi", "se", {"alpha": 0.5, "skip": 1.0, "depth": 2}, s, 47, [1])
+    assert out["overlap"].shape == (3, 3)
+    assert np.all(np.isfinite(out["overlap"][:2, :2])) and np.all(np.isnan(out["overlap"][2]))

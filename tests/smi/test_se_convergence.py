@@ -1,0 +1,60 @@
+"""The SE iteration's stopping rule and accelerations (core/smi/se.py) on deterministic maps whose fixed
+points are known in closed form: the sampled SE map is replaced by a map Q -> Q_new with
+Q_new_ii = f_i(Q_ii) (diagonal), so the test checks the iteration logic, not the channel."""
+
+import numpy as np
+import pytest
+
+from seqphase.core.smi import se as sse
+
+
+class _Fake:
+    p = 2
+    T = 2
+
+
+def _install(monkeypatch, maps):
+    """Make qhat return the Qhat whose prior step is diag(f_i(diag Q))."""
+
+    def qhat(channel, Q, alpha, draws, eps=1e-3):
+        target = np.array([f(np.diag(Q)) for f in maps])
+        return np.diag(target / (1.0 - target))
+
+    monkeypatch.setattr(sse, "qhat", qhat)
+
+
+def test_slow_linear_convergence_lands_within_tol(monkeypatch):
+    # x -> x* + r (x - x*) with r = 0.995: a stop on |change| < tol would end 1e-5 / 0.005 = 2e-3 short
+    r, x_star = 0.995, 0.3
+    _install(monkeypatch, [lambda q: x_star + r * (q[0] - x_star), lambda q: 0.9 + 0.5 * (q[1] - 0.9)])
+    st = sse.smi_se(_Fake(), 1.0, None, Q0=0.05 * np.eye(2), damping=0.0, tol=1e-5, max_iter=300)
+    assert st.converged
+    assert abs(st.Q[0, 0] - x_star) < 1e-4
+    assert abs(st.Q[1, 1] - 0.9) < 1e-4
+    # Aitken extrapolation: far fewer iterations than log(2e-3 / 0.25) / log(r) ~ 1000
+    assert st.n_iter < 120
+
+
+def test_unstable_zero_is_left_for_the_stable_branch(monkeypatch):
+    # the staircase in miniature: the second entry converges to 0.9 (ratio 0.7); the first follows a
+    # pitchfork x -> r x / (1 + b x) whose slope r = 1.05 q2 / 0.9 exceeds 1 only once q2 is nearly
+    # converged, so it first decays to the floor and must then regrow to x* = (r - 1) / b = 0.1
+    b = 0.5
+    _install(monkeypatch, [lambda q: 1.05 * q[1] / 0.9 * q[0] / (1.0 + b * q[0]), lambda q: 0.9 + 0.7 * (q[1] - 0.9)])
+    st = sse.smi_se(_Fake(), 1.0, None, Q0=0.05 * np.eye(2), damping=0.0, tol=1e-5, max_iter=600)
+    assert st.converged
+    assert st.Q[0, 0] == pytest.approx(0.05 / b, abs=2e-4)
+
+
+def test_stable_zero_stays_at_the_floor(monkeypatch):
+    _install(monkeypatch, [lambda q: 0.9 * q[0], lambda q: 0.5])
+    st = sse.smi_se(_Fake(), 1.0, None, Q0=0.05 * np.eye(2), damping=0.0, tol=1e-5, max_iter=300)
+    assert st.converged
+    assert st.Q[0, 0] <= 1e-8 + 1e-15
+    assert st.Q[1, 1] == pytest.approx(0.5, abs=1e-9)
+
+
+def test_frozen_layer_is_not_floored(monkeypatch):
+    _install(monkeypatch, [lambda q: 0.9 * q[0], lambda q: 0.5])
+    st = sse.smi_se(_Fake(), 1.0, None, Q0=np.diag([0.0, 0.05]), damping=0.0, tol=1e-5, max_iter=300, freeze=[0])
+    assert st.Q[0, 0] == 0.0
