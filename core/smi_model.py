@@ -230,26 +230,26 @@ class SMIModel(Model):
     def _gamp(self, ch, alpha, s, seed_sequence):
         if round(alpha * s["d"]) < 1:
             raise ParameterError("method.d", f"alpha d = {alpha * s['d']:g} gives no sample", "raise d or alpha")
-        S, K, p = s["n_seeds"], s["max_iter"] + 1, ch.p
-        P = len(self.layout("gamp", s).extra_dims["row"])  # p x p results NaN-padded to the layout's rows
+        S, K, P = s["n_seeds"], s["max_iter"] + 1, MAX_DEPTH
         out = {k: np.full((S, K, P, P), np.nan) for k in ("overlap", "self_overlap")}
         out["gen_error_plugin"] = np.full((S, K), np.nan)
         for k in ("n_iter", "converged", "diverged", "n_clipped"):
             out[k] = np.zeros(S, int)
         out["teacher_overlap"] = np.full((S, P, P), np.nan)
         out["overlap_final"] = np.full((S, P, P), np.nan)
+        # layer x layer results NaN-padded to MAX_DEPTH rows (`_pad`)
         for i, child in enumerate(seed_sequence.spawn(S)):
             rng = np.random.default_rng(child)  # instance, then the run's test set, init and side information
             X, W, _, u = sgamp.sample_instance(ch, alpha, s["d"], rng, noise=s["noise"])
             tr = sgamp.run_gamp(ch, X, u, W, max_iter=s["max_iter"], damping=s["damping"], tol=s["tol"],
                                 side_info=s["side_info"], rng=rng, init=s["init"], n_gen=s["n_gen"], eps=s["eps"])
             k = tr.overlap.shape[0]
-            out["overlap"][i, :k, :p, :p] = tr.overlap
+            out["overlap"][i, :k] = _pad(tr.overlap)
             sign = np.where(np.diag(tr.overlap[-1]) < 0, -1.0, 1.0)
-            out["overlap_final"][i, :p, :p] = sign[:, None] * tr.overlap[-1]
-            out["self_overlap"][i, :k, :p, :p] = tr.self_overlap
+            out["overlap_final"][i] = _pad(sign[:, None] * tr.overlap[-1])
+            out["self_overlap"][i, :k] = _pad(tr.self_overlap)
             out["gen_error_plugin"][i, :k] = tr.gen_error
-            out["teacher_overlap"][i, :p, :p] = W @ W.T / s["d"]
+            out["teacher_overlap"][i] = _pad(W @ W.T / s["d"])
             out["n_iter"][i], out["converged"][i] = tr.n_iter, int(tr.converged)
             out["diverged"][i], out["n_clipped"][i] = int(tr.diverged), tr.n_clipped
         last = out["n_iter"]
@@ -282,14 +282,10 @@ class SMIModel(Model):
             out["alpha2_bisection"] = sth.bisect_layer(ch, draws, ch.p - 1, 0.02, 2.0, guess=a2, rtol=s["rtol"],
                                                        eps=s["eps"])
             lo = out["alpha2_bisection"] if np.isfinite(out["alpha2_bisection"]) else a2
-            def q_last_of(alpha):
-                # the layer-2 fixed point at alpha, warm-started from the nearest one the staircase found
-                near = min(cache, key=lambda a: abs(a - alpha)) if cache else None
-                return sth.layer2_fixed_point(ch, alpha, draws, q0=cache[near][1] if near is not None else 0.05,
-                                              eps=s["eps"])
-
-            out["alpha1_bisection"] = sth.bisect_layer(ch, draws, 0, lo, s["alpha_hi"], guess=a1, rtol=s["rtol"],
-                                                       eps=s["eps"], q_last_of=q_last_of)
+            # the first layer's test starts from the layer-2 fixed point, warm-started from the staircase's
+            out["alpha1_bisection"] = sth.bisect_layer(
+                ch, draws, 0, lo, s["alpha_hi"], guess=a1, rtol=s["rtol"], eps=s["eps"],
+                q_last_of=lambda alpha: sth.q_star_near(ch, alpha, draws, cache, s["eps"]))
         else:
             out["alpha2_bisection"] = np.nan
             out["alpha1_bisection"] = np.nan

@@ -157,8 +157,8 @@ def smi_se(channel, alpha, draws, *, Q0=None, side_info=0.0, damping=0.2, tol=1e
     at an unstable fixed point: from Q0 = 0.05 I
     the first-layer overlap first decays (while Q22 is learned) to ~1e-10 and then, above alpha_1, regrows
     by a factor alpha K11 ~ 1.05 per iteration; its absolute change is far below tol for a hundred
-    iterations, and an absolute criterion alone stops the SE on the unstable Q11 = 0 branch (what moves
-    the onset of the published Q11 curve to alpha ~ 0.8 instead of alpha_1 ~ 0.72-0.74, docs/smi.md).
+    iterations, and an absolute criterion alone stops the SE on the unstable Q11 = 0 branch (alpha = 0.8,
+    2048 points: Q11 = 0 after 29 iterations, against 0.102 with this rule; docs/smi.md).
     `q_floor` keeps unfrozen diagonal entries >= q_floor (an infinitesimal perturbation, like side
     information) so that such an entry can regrow and its relative growth is defined.
     `accelerate`: every 4th iteration, Aitken extrapolation of converging diagonal entries (`_aitken`)

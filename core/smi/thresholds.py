@@ -108,6 +108,14 @@ def layer2_fixed_point(channel, alpha, draws, q0=0.05, eps=1e-3, tol=1e-6, max_i
     return float(st.Q[1, 1])
 
 
+def q_star_near(channel, alpha, draws, cache, eps=1e-3):
+    """q*(alpha), the layer-2 SE warm-started from the q* of the nearest alpha in `cache`
+    ({alpha: (r, q*, r_se)}, as filled by `alpha1_stability`; 0.05 when empty)."""
+    near = min(cache, key=lambda a: abs(a - alpha)) if cache else None
+    q0 = cache[near][1] if near is not None else 0.05
+    return layer2_fixed_point(channel, alpha, draws, q0=q0, eps=eps)
+
+
 def alpha1_stability(channel, alpha2, draws, *, alpha_hi=4.0, rtol=1e-3, eps=1e-3, start=1.0, k_draws=None):
     """Smallest alpha > alpha2 with r(alpha) = alpha K11(q*(alpha)) > 1 (inf if none below alpha_hi).
 
@@ -123,9 +131,7 @@ def alpha1_stability(channel, alpha2, draws, *, alpha_hi=4.0, rtol=1e-3, eps=1e-
 
     def ratio(alpha):
         if alpha not in cache:
-            near = min(cache, key=lambda a: abs(a - alpha)) if cache else None
-            q0 = cache[near][1] if near is not None else 0.05
-            q = layer2_fixed_point(channel, alpha, draws, q0=q0, eps=eps)
+            q = q_star_near(channel, alpha, draws, cache, eps)
             k, k_se = k11(channel, q, draws if k_draws is None else k_draws, eps)
             cache[alpha] = (alpha * k, q, alpha * k_se)
         return cache[alpha][0]
@@ -164,7 +170,7 @@ def alpha1_stability(channel, alpha2, draws, *, alpha_hi=4.0, rtol=1e-3, eps=1e-
 def grows(channel, alpha, draws, layer, *, side_info=1e-12, q0=1e-6, eps=1e-3, burn_in=2, trend=3,
           cut=0.05, max_iter=300, settle_tol=1e-5, min_growth=1e-3, q_last=0.05):
     """Does the full SE (side information lambda) learn `layer`? For the last layer the SE starts at
-    Q0 = q0 I; for an earlier layer at Q0 = diag(q0, ..., 0.05) and the layer's overlap is judged only
+    Q0 = q0 I; for an earlier layer at Q0 = diag(q0, ..., q_last) and the layer's overlap is judged only
     after the last layer has settled (its change < settle_tol). Learned: the overlap passes `cut`, or
     grows by more than `min_growth` (relative) per iteration for `trend` consecutive iterations after
     the burn-in; not learned: it does not, that long. The relative margin matters: an unlearned
