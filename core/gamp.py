@@ -36,9 +36,15 @@ class GAMPTrace:
 def run_gamp(prior, channel, F, y, x_true, *, damping=0.0, max_iter=100, tol=1e-8, rng=None):
     """Standard GAMP with per-sample variances.
 
-    V_mu = sum_i F_{mu i}^2 c_i, omega = F x_hat - V g_old, (g, dg) = channel.g_out(y, omega, V),
+    V_mu = sum_i F_{mu i}^2 c_i, omega = F x_hat - R, (g, dg) = channel.g_out(y, omega, V),
     A_i = -sum_mu F_{mu i}^2 dg_mu, B_i = sum_mu F_{mu i} g_mu + A_i x_hat_i,
-    (x_hat, c) = prior.denoise(B, A); damping mixes (x_hat, c) with their previous values.
+    (x_hat, c) = prior.denoise(B, A); damping c_d mixes (x_hat, c) with their previous values.
+    Onsager reaction term R: undamped R = V g_old. With damping the estimate is x_hat_t = (1 - c_d)
+    x_new,t + c_d x_hat_{t-1}, so F x_hat_t carries (1 - c_d) of the new reaction and c_d of the old one:
+    R_t = (1 - c_d) V_new,t g_{t-1} + c_d R_{t-1}, V_new = sum_i F^2 c_new (the Jacobian of the undamped
+    denoiser). Subtracting the full V g_old (model method version 1) over-subtracts c_d V g_old, a
+    negative feedback that makes the uninformative fixed point of even channels stable (phase
+    retrieval y = |z|, alpha = 1.5, d = 1000, damping 0.3, 8 seeds: mean |cos(x_hat, x)| 0.025 instead of 1).
     Initialised at the prior mean with c = rho; if that mean is 0 and the channel is even, x_hat gets
     a tiny random part (from rng) so AMP can leave the uninformative fixed point.
     Converged when mean |x_hat_new - x_hat_old|^2 < tol.
@@ -51,7 +57,9 @@ def run_gamp(prior, channel, F, y, x_true, *, damping=0.0, max_iter=100, tol=1e-
         rng = np.random.default_rng(0) if rng is None else rng
         x_hat = x_hat + 1e-3 * np.sqrt(rho) * rng.standard_normal(d)
     c = np.full(d, rho)
+    c_und = c  # Jacobian of the undamped denoiser (enters the damped Onsager term)
     g = np.zeros(n)
+    react = np.zeros(n)
 
     ms, qs, es, gens = [], [], [], []
 
@@ -68,11 +76,16 @@ def run_gamp(prior, channel, F, y, x_true, *, damping=0.0, max_iter=100, tol=1e-
     it = 0
     for it in range(1, max_iter + 1):
         V = np.maximum(F2 @ c, 1e-300)
-        omega = F @ x_hat - V * g
+        if damping:
+            react = (1 - damping) * np.maximum(F2 @ c_und, 1e-300) * g + damping * react
+        else:
+            react = V * g
+        omega = F @ x_hat - react
         g, dg = channel.g_out(y, omega, V)
         A = np.maximum(-(F2.T @ dg), 1e-300)  # A >= 0 at the Nishimori point; guard rounding
         B = F.T @ g + A * x_hat
         x_new, c_new = prior.denoise(B, A)
+        c_und = c_new
         if damping:
             x_new = (1 - damping) * x_new + damping * x_hat
             c_new = (1 - damping) * c_new + damping * c

@@ -84,7 +84,8 @@ class GLMModel(Model):
             },
             methods={
                 "se": Method(_SE_SETTINGS, version=1, doc="state evolution, both branches"),
-                "gamp": Method(_GAMP_SETTINGS, version=1, doc="GAMP on finite instances"),
+                "gamp": Method(_GAMP_SETTINGS, version=2,
+                               doc="GAMP on finite instances (v2: damping-consistent Onsager term)"),
                 "threshold": Method(_THRESHOLD_SETTINGS, version=1, doc="critical alphas, two ways each",
                                     axes={"transition": "transitions"}, excludes=("alpha",)),
             },

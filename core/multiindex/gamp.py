@@ -1,17 +1,36 @@
 """GAMP for multi-index models with a Gaussian prior N(0, I_p) (spec §1.2), p x p Onsager terms.
 
 Per sample V_mu = sum_i X_mu_i^2 C_i (p x p), per coordinate C_i = (I + A_i)^-1; batched with einsum.
+The X^T products are computed as (g^T X)^T (one pass over the C-ordered X, 3x faster than X.T @ g with
+single-threaded OpenBLAS at n = 4000, d = 1000: 6.7 ms against 20 ms).
 
 Variance update (`variance`):
-* "nishimori" (default): A_i = sum_mu X_mu_i^2 g_mu g_mu^T. Bayes-optimal setting: E[g g^T] = -E[dg]
+* "nishimori": A_i = sum_mu X_mu_i^2 g_mu g_mu^T. Bayes-optimal setting: E[g g^T] = -E[dg]
   (Nishimori), so this is the same algorithm as d -> infinity, A_i is PSD and C_i positive definite.
-* "analytic": A_i = -sum_mu X_mu_i^2 dg_mu, dg = V^-1 Cov V^-1 - V^-1 at the same (omega, V). Its
-  variance recursion V -> A -> C = (I + A)^-1 -> V is UNSTABLE at the uninformative point for even
-  channels: linearising at omega = 0, V = I + dV, the new dV is -alpha * kappa * dV with kappa = 1.00
-  (z1 z2, dV ~ sigma_x) and kappa = 4/pi^2 = 0.405 (sign(z1 z2)) (`variance_gain`), a period-2
-  oscillation that diverges for alpha > 1 (z1 z2) or > pi^2/4 (sign(z1 z2)); it is what made V lose
-  positive definiteness and the overlap stall at finite d. The SE never sees it (it imposes V = I - Q).
-  Kept for comparison and for channels where it is stable.
+  It RUNS AWAY near perfect recovery (V -> 0, noiseless channels such as z1 z2 at alpha >= 2): with a
+  residual e = |E[z | y] - omega|^2 ~ error of the cavity mean, g g^T ~ e / V^2 while -dg ~ 1 / V, so
+  r = (Nishimori A) / (analytic A) ~ e / V; the update V_new ~ 1 / A ~ V / r while e contracts at a
+  rate independent of r, so r_new ~ r^2: r = 1 (the Nishimori line) is an unstable fixed point of this
+  map. A finite-d deviation r = 1 + O(1/sqrt d) grows doubly exponentially and V collapses to 0 at a
+  wrong estimate (z1 z2, alpha = 3, d = 1000, seed 7004: r = 1.14, 1.27, 1.80, 3.47, 11.9, 114, 1.6e4,
+  7.0e7 at iterations 10..17; V = 2.5e-8 and M frozen at singular values (0.988, 0.813) against
+  (1.081, 1.028) for the truth).
+* "analytic": A_i = -sum_mu X_mu_i^2 dg_mu, dg = V^-1 Cov V^-1 - V^-1 at the same (omega, V) (eigenvalues
+  clipped at 0, a precision). Its variance recursion V -> A -> C = (I + A)^-1 -> V is UNSTABLE at the
+  uninformative point for even channels: linearising at omega = 0, V = I + dV, the new dV is
+  -alpha * kappa * dV with kappa = 1.00 (z1 z2, dV ~ sigma_x) and kappa = 4/pi^2 = 0.405 (sign(z1 z2))
+  (`variance_gain`), a period-2 oscillation that diverges for alpha > 1 (z1 z2) or > pi^2/4
+  (sign(z1 z2)). The SE never sees it (it imposes V = I - Q). Undamped it also overshoots (Q > M) and
+  diverges in the informative phase at alpha = 3 (z1 z2); kept for comparison.
+* "auto" (default): "nishimori" until the estimate is informative in every direction, 1 - lambda_max of
+  the mean cavity variance >= q_switch (0.9: the V -> 0 regime where the runaway lives), then the
+  Nishimori matrices rescaled to the analytic total precision, A_i <- A_i sum_mu tr(-dg_mu) /
+  sum_mu |g_mu|^2 (PSD like Nishimori, r pinned to 1, so V ~ 1 / (analytic A) contracts with the error:
+  no runaway). Below q_switch it is exactly "nishimori", so channels whose overlap stays below 0.9
+  (sign(z1 z2) at alpha <= 4, z1 z2 at alpha < 2) are unchanged. z1 z2, d = 1000, 8 seeds, 100
+  iterations, mean singular value of M: alpha 2: 0.877 +- 0.071 (nishimori; one seed frozen at 0.40) ->
+  0.951 +- 0.025; alpha 3: 0.979 +- 0.015 -> 0.999 +- 0.012; alpha 4: 0.991 +- 0.011 -> 0.997 +- 0.010
+  (SE: q = 1; a perfect estimate has the singular values of W* W*^T / d, 1 +- O(1/sqrt d)).
 Damping c (x <- (1 - c) x_new + c x_old on the estimate and on C) keeps the Onsager term consistent:
 the reaction term of omega is damped with the same weight, R_t = (1 - c) V_new,t g_{t-1} + c R_{t-1}
 with V_new = sum_i X^2 C_new (the Jacobian of the undamped denoiser), because X w_hat_t = (1 - c) X w_new,t
@@ -48,9 +67,9 @@ class GampTrace:
 
 
 def run_gamp(channel, X, y, W_star, *, max_iter=100, damping=0.0, tol=1e-8, side_info=0.0, rng=None,
-             init_scale=1e-3, variance="nishimori", v_min=1e-9):
-    if variance not in ("nishimori", "analytic"):
-        raise ValueError(f"variance must be 'nishimori' or 'analytic', got {variance!r}")
+             init_scale=1e-3, variance="auto", v_min=1e-9, q_switch=0.9):
+    if variance not in ("nishimori", "analytic", "auto"):
+        raise ValueError(f"variance must be 'nishimori', 'analytic' or 'auto', got {variance!r}")
     rng = rng if rng is not None else np.random.default_rng(0)
     n, d = X.shape
     p = channel.p
@@ -64,10 +83,15 @@ def run_gamp(channel, X, y, W_star, *, max_iter=100, damping=0.0, tol=1e-8, side
     overlaps = [what.T @ W_star.T / d]
     selfs = [what.T @ what / d]
     converged = False
+    rescale = False  # auto: analytic total precision switched on
     it = 0
     for it in range(1, max_iter + 1):
         V = (X2 @ C.reshape(d, p * p)).reshape(n, p, p)  # BLAS (einsum here was 90% of the run time)
         V = 0.5 * (V + np.swapaxes(V, 1, 2))
+        if variance == "auto" and not rescale:
+            # informative in every direction (1 - lambda_max of the mean cavity variance >= q_switch):
+            # from now on the total precision is the analytic one (for good)
+            rescale = 1.0 - np.linalg.eigvalsh(V.mean(0)).max() >= q_switch
         if np.trace(V, axis1=1, axis2=2).max() < v_min * p:
             # every cavity variance ~ 0: the estimate is a fixed point of zero posterior variance (exact
             # recovery, or an exact spurious interpolator below the IT threshold); the posterior
@@ -83,12 +107,20 @@ def run_gamp(channel, X, y, W_star, *, max_iter=100, damping=0.0, tol=1e-8, side
         omega = X @ what - react
         g_new, dg = channel.g_out(y, omega, V)
         g = g_new  # never damped: the Onsager term needs the g of the previous iteration itself
-        if variance == "nishimori":
-            A = (X2.T @ (g[:, :, None] * g[:, None, :]).reshape(n, p * p)).reshape(d, p, p)
-        else:
-            A = -(X2.T @ dg.reshape(n, p * p)).reshape(d, p, p)
+        if variance == "analytic":
+            A = -(dg.reshape(n, p * p).T @ X2).T.reshape(d, p, p)
             A = 0.5 * (A + np.swapaxes(A, 1, 2))
-        b = X.T @ g + np.einsum("ijk,ik->ij", A, what) + side_b
+            lam, U = np.linalg.eigh(A)
+            if lam.min() < 0:  # a precision: keep it PSD (C = (I + A)^-1 positive definite)
+                A = np.einsum("ijk,ik,ilk->ijl", U, np.maximum(lam, 0.0), U)
+        else:
+            A = ((g[:, :, None] * g[:, None, :]).reshape(n, p * p).T @ X2).T.reshape(d, p, p)
+            if rescale:  # auto, informative phase: Nishimori shape, analytic scale
+                t_an = -np.trace(dg, axis1=1, axis2=2).sum()
+                t_n = np.sum(g * g)
+                if t_an > 0 and t_n > 0:
+                    A = A * (t_an / t_n)
+        b = (g.T @ X).T + np.einsum("ijk,ik->ij", A, what) + side_b
         A = A + side_info * np.eye(p)
         C_new = np.linalg.inv(np.eye(p) + A)
         w_new = np.einsum("ijk,ik->ij", C_new, b)

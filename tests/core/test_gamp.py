@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from seqphase.core.channels import LinearChannel, SignChannel
+from seqphase.core.channels import AbsChannel, LinearChannel, SignChannel
 from seqphase.core.gamp import run_gamp, sample_instance
 from seqphase.core.priors import GaussianPrior
 from seqphase.core.se import glm_se
@@ -40,3 +40,19 @@ def test_gamp_linear_closed_form():
         mses.append(tr.mse[-1])
     mses = np.asarray(mses)
     assert abs(mses.mean() - 0.084429) < 2 * mses.std(ddof=1) / np.sqrt(8) + FINITE_D
+
+
+def test_damped_gamp_phase_retrieval_recovers():
+    """Damping with a damping-consistent Onsager term (reaction R_t = (1 - c) V_new g_old + c R_{t-1}):
+    real phase retrieval y = |z| at alpha = 1.5 (above the AMP perfect-recovery threshold 1.1288, SE
+    overlap 1), d = 400, damping 0.3, reaches |cos(x_hat, x)| = 1 on every seed. The old damping (full
+    V g_old subtracted from omega while x_hat is damped) kept the uninformative point stable: mean
+    |cos| 0.03 on these seeds (0.025 at d = 1000)."""
+    prior, ch = GaussianPrior(), AbsChannel()
+    cos = []
+    for seed in range(8):
+        rng = np.random.default_rng(300 + seed)
+        F, x, y = sample_instance(prior, ch, 1.5, 400, rng)
+        tr = run_gamp(prior, ch, F, y, x, damping=0.3, max_iter=100, tol=1e-10, rng=rng)
+        cos.append(abs(tr.overlap[-1]) / np.sqrt(tr.self_overlap[-1] * (x @ x) / 400))
+    assert min(cos) > 0.99, cos
