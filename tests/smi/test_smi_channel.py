@@ -11,6 +11,8 @@ from seqphase.core.smi import se as sse
 from seqphase.core.smi import thresholds as sth
 from seqphase.core.smi.channel import AttentionChannel
 
+from smi_checks import assert_nishimori
+
 
 def _reference_A(z1, c):
     return link.softmax_rows(np.outer(z1, z1)) + c * np.eye(2)
@@ -81,13 +83,7 @@ def test_nishimori_identity():
     ch = AttentionChannel(2, 1.0)
     draws = sse.Draws(2, 2, 4096, np.random.default_rng(3), qmc=False)
     for Q in (np.diag([0.3, 0.6]), np.diag([0.0, 0.9])):
-        V = sse.cavity(Q, 0.0)
-        om = np.einsum("ab,nbt->nat", sse.psd_sqrt(Q), draws.xi)
-        z = om + np.einsum("ab,nbt->nat", sse.psd_sqrt(V), draws.u)
-        g, dg = ch.g_out(ch.labels_of_z(z), om, V)
-        diff = np.einsum("nat,nat->na", g, g) + np.einsum("ntaa->na", dg)
-        err = diff.std(0) / np.sqrt(diff.shape[0])
-        assert np.all(np.abs(diff.mean(0)) < 4 * err + 1e-9), (diff.mean(0), err)
+        assert_nishimori(ch, Q, draws)
 
 
 def test_k22_and_alpha2_at_c1():

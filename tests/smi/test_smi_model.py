@@ -70,10 +70,11 @@ def test_bad_skip_is_one_line(tmp_path):
     assert not (tmp_path / "st.zarr").exists()
 
 
-@pytest.mark.parametrize("method", ["threshold", "sgd"])
+@pytest.mark.parametrize("method", ["threshold", "sgd", "gamp"])
 def test_depth3_is_refused_before_anything_is_written(tmp_path, method):
     spec = tmp_path / "s.toml"
-    spec.write_text(f'name = "x"\nmodel = "smi"\nseed = 1\n[params]\nskip = 1.0\ndepth = 3\n[method]\nname = "{method}"\n')
+    alpha = "alpha = 0.5\n" if method == "gamp" else ""  # alpha is a grid parameter of gamp only
+    spec.write_text(f'name = "x"\nmodel = "smi"\nseed = 1\n[params]\n{alpha}skip = 1.0\ndepth = 3\n[method]\nname = "{method}"\n')
     r = subprocess.run([sys.executable, "-m", "seqphase.cli", "run", str(spec), "--store", str(tmp_path / "st.zarr")],
                        capture_output=True, text=True)
     assert r.returncode == 2
@@ -86,3 +87,16 @@ def test_two_layer_results_are_padded_to_three_rows():
     out = run_point("smi", "se", {"alpha": 0.5, "skip": 1.0, "depth": 2}, s, 47, [1])
     assert out["overlap"].shape == (3, 3)
     assert np.all(np.isfinite(out["overlap"][:2, :2])) and np.all(np.isnan(out["overlap"][2]))
+
+
+def test_three_layer_se_point_learns_the_last_layer_first():
+    """depth = 3 through the model: 3 x 3 results, and from Q0 = 0.05 I at alpha = 1 (above alpha_3 = 0.21,
+    next to the layer-1/2 onset ~1.0-1.25, docs/smi.md) the last layer's overlap grows while the two
+    shallower ones decay: after 6 iterations Q33 > 0.5 and Q11, Q22 < 0.05 (the 48-alpha SE has Q33 = 0.976
+    and Q11, Q22 < 1e-3 at the fixed point)."""
+    s = _defaults("se", n_mc=256, max_iter=6, n_error=2000)
+    out = run_point("smi", "se", {"alpha": 1.0, "skip": 1.0, "depth": 3}, s, 43, [1])
+    Q = out["overlap"]
+    assert Q.shape == (3, 3) and np.all(np.isfinite(Q))
+    assert Q[2, 2] > 0.5 and Q[0, 0] < 0.05 and Q[1, 1] < 0.05, np.diag(Q)
+    assert 0 < out["gen_error_plugin"] < out["gen_error_plugin_last_layer"] + 5 * out["gen_error_plugin_se"]
