@@ -101,13 +101,17 @@ def run_sweep(plan, group, client, *, mode="resume", retries=DEFAULT_RETRIES, pr
             futures[future.key] = (future, point, index)
         for future in as_completed([f for f, _, _ in futures.values()]):
             _, point, index = futures.pop(future.key)
-            if future.status == "finished":
+            # No branching on future.status: a finished result held by a worker that dies before it is
+            # gathered turns the status to "lost" (the scheduler recomputes it, result() waits for that);
+            # reading the status here recorded such points as failed with no reason (seen under load).
+            try:
                 result = future.result()
+            except Exception as exc:  # the point's own error after its retries, or KilledWorker
+                group.write_failure(index, point.hash, failure_reason(exc))
+                failed += 1
+            else:
                 group.write_point(index, point.hash, result["data"], result["meta"])
                 done += 1
-            else:
-                group.write_failure(index, point.hash, failure_reason(future.exception()))
-                failed += 1
             future.release()
             meter.update(done, failed)
     except BaseException as exc:

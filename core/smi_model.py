@@ -50,6 +50,8 @@ _SE = {
     "side_info": _f("side_info", "side-information SNR lambda", 0.0, 0.0, 1.0, True),
     "tol": _f("tol", "stop when max |change of Q| < tol", 1e-5, 0.0, 1e-2),
     "max_iter": _i("max_iter", "SE iteration cap", 300),
+    "coarse": _i("coarse", "k: the transient runs on n_mc / k of the points first, then all of them "
+                 "(1: off; same fixed point to tol, core/smi/se.py)", 8, 1, 64),
     "n_error": _i("n_error", "Monte Carlo draws of the plug-in error (Bayes error: n_error / 5)", 100_000, 1000),
 }
 _THR = {
@@ -117,9 +119,11 @@ class SMIModel(Model):
                 "depth": Param("depth", "choice", "number of attention layers (3: se only)", 2, choices=(2, 3)),
             },
             methods={
-                "se": Method(_SE, version=2, doc="Bayes-optimal SE, plug-in and Bayes errors"),
+                "se": Method(_SE, version=3, doc="Bayes-optimal SE, plug-in and Bayes errors (v3: coarse-to-fine "
+                                                 "transient)"),
                 "gamp": Method(_GAMP, version=1, doc="GAMP at finite d, damping-consistent Onsager term"),
-                "threshold": Method(_THR, version=2, doc="alpha_2 and alpha_1, stability and bisection",
+                "threshold": Method(_THR, version=3, doc="alpha_2 and alpha_1, stability and bisection (v3: "
+                                    "two-stage K11 root, walking bisection bracket)",
                                     excludes=("alpha",)),
                 # alpha is a setting of sgd (not a grid dim): the log length depends on it
                 "sgd": Method(_SGD, version=1, doc="layer-wise SGD experiment", excludes=("alpha",)),
@@ -137,6 +141,7 @@ class SMIModel(Model):
                 "overlap_hat": Variable(("row", "col"), "f8", "Qhat at the fixed point"),
                 "history": Variable(("se_iteration", "row", "col"), "f8", "Q per iteration (NaN after the end)"),
                 "n_iter": Variable((), "i4", "SE iterations run"),
+                "n_iter_coarse": Variable((), "i4", "of which on the coarse point set (method.coarse)"),
                 "converged": Variable((), "i1", "1 if the SE met its tolerance"),
                 "gen_error_plugin": Variable((), "f8", "plug-in test error E||g(z) - g(omega)||_F^2"),
                 "gen_error_plugin_se": Variable((), "f8", "its Monte Carlo standard error"),
@@ -216,7 +221,8 @@ class SMIModel(Model):
         k_draws, k_plug, k_bayes, k_last = seed_sequence.spawn(4)
         draws = sse.Draws(ch.p, ch.T, s["n_mc"], np.random.default_rng(k_draws))
         st = sse.smi_se(ch, alpha, draws, Q0=s["q0"] * np.eye(ch.p), side_info=s["side_info"],
-                        damping=s["damping"], tol=s["tol"], max_iter=s["max_iter"], eps=s["eps"])
+                        damping=s["damping"], tol=s["tol"], max_iter=s["max_iter"], eps=s["eps"],
+                        coarse=s["coarse"])
         hist = np.full((s["max_iter"] + 1, MAX_DEPTH, MAX_DEPTH), np.nan)
         k = min(len(st.history), s["max_iter"] + 1)
         hist[:k] = _pad(st.history[:k])
@@ -225,7 +231,7 @@ class SMIModel(Model):
         last = np.zeros_like(st.Q)
         last[-1, -1] = st.Q[-1, -1]
         plug_last, _ = sse.gen_error_plugin(ch, last, s["n_error"], np.random.default_rng(k_last))
-        return {"overlap": _pad(st.Q), "overlap_hat": _pad(st.Qhat), "history": hist, "n_iter": st.n_iter,
+        return {"overlap": _pad(st.Q), "overlap_hat": _pad(st.Qhat), "history": hist, "n_iter": st.n_iter, "n_iter_coarse": st.n_coarse,
                 "converged": int(st.converged), "gen_error_plugin": plug, "gen_error_plugin_se": plug_se,
                 "gen_error_bayes": bayes, "gen_error_bayes_se": bayes_se, "gen_error_plugin_last_layer": plug_last}
 
@@ -284,10 +290,12 @@ class SMIModel(Model):
             out["alpha2_bisection"] = sth.bisect_layer(ch, draws, ch.p - 1, 0.02, 2.0, guess=a2, rtol=s["rtol"],
                                                        eps=s["eps"])
             lo = out["alpha2_bisection"] if np.isfinite(out["alpha2_bisection"]) else a2
-            # the first layer's test starts from the layer-2 fixed point, warm-started from the staircase's
-            out["alpha1_bisection"] = sth.bisect_layer(
-                ch, draws, 0, lo, s["alpha_hi"], guess=a1, rtol=s["rtol"], eps=s["eps"],
-                q_last_of=lambda alpha: sth.q_star_near(ch, alpha, draws, cache, s["eps"]))
+            # the first layer's test starts next to the layer-2 fixed point (interpolated from the staircase's
+            # q*; `grows` settles the last layer before it judges the first)
+            q_last_of = ((lambda alpha: sth.q_star_interp(cache, alpha)) if cache else
+                         (lambda alpha: sth.layer2_fixed_point(ch, alpha, draws, eps=s["eps"])))
+            out["alpha1_bisection"] = sth.bisect_layer(ch, draws, 0, lo, s["alpha_hi"], guess=a1, rtol=s["rtol"],
+                                                       eps=s["eps"], q_last_of=q_last_of)
         else:
             out["alpha2_bisection"] = np.nan
             out["alpha1_bisection"] = np.nan

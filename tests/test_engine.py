@@ -98,6 +98,36 @@ def test_killed_worker_loses_no_point(tmp_path, client):
     assert pids[0] not in client.run(os.getpid).values()  # the nanny replaced the killed process
 
 
+class _LostOnce:
+    """A real future that reports status "lost" once, as one does when the worker holding its finished
+    result dies between as_completed yielding it and the driver reading it."""
+
+    def __init__(self, future):
+        self._future, self._told = future, False
+
+    @property
+    def status(self):
+        if not self._told:
+            self._told = True
+            return "lost"
+        return self._future.status
+
+    def __getattr__(self, name):
+        return getattr(self._future, name)
+
+
+def test_result_lost_after_completion_is_not_recorded_failed(tmp_path, client, monkeypatch):
+    """The driver gathers each result whatever its momentary status: a finished point whose data is lost
+    (and recomputed by the scheduler) is stored as done, not as failed."""
+    import distributed
+
+    real = distributed.as_completed
+    monkeypatch.setattr(distributed, "as_completed", lambda futures: (_LostOnce(f) for f in real(futures)))
+    summary, group = run(tmp_path, client, alpha=[0.31, 0.32, 0.33])
+    assert (summary.done, summary.failed) == (3, 0)
+    assert (group.ledger()[0] == DONE).all()
+
+
 def test_killed_driver_resumes_without_duplicates(tmp_path):
     """SIGKILL the whole `seqphase run` process mid-sweep, rerun: only the missing points run."""
     spec = write_spec(tmp_path, alpha="0.1:1.6:16", extra_params="sleep = 0.5")

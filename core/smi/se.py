@@ -43,6 +43,13 @@ class Draws:
         self.xi = z[:, : p * T].reshape(-1, p, T)
         self.u = z[:, p * T:].reshape(-1, p, T)
 
+    def head(self, n):
+        """The first n draws (a power of 2 for Sobol points: the leading 2^k points of a scrambled Sobol
+        sequence are a net of their own, balanced like the whole set)."""
+        out = object.__new__(Draws)
+        out.xi, out.u = self.xi[:n], self.u[:n]
+        return out
+
 
 def cavity(Q, eps):
     p = Q.shape[0]
@@ -72,6 +79,7 @@ class SEState:
     n_iter: int
     converged: bool
     history: np.ndarray = field(repr=False)  # (n_iter + 1, p, p): Q per iteration, Q0 first
+    n_coarse: int = 0  # of the n_iter iterations, those on the coarse draws
 
 
 def _ratios(hist):
@@ -147,7 +155,7 @@ def _grow_jump(hist, frozen, target=1e-3, min_ratio=1.0 + 1e-3):
 
 
 def smi_se(channel, alpha, draws, *, Q0=None, side_info=0.0, damping=0.2, tol=1e-5, max_iter=100, eps=1e-3,
-           freeze=None, accelerate=True, q_floor=1e-8, growth_tol=1e-3):
+           freeze=None, accelerate=True, q_floor=1e-8, growth_tol=1e-3, coarse=1):
     """Iterate the SE. `freeze` (a list of layer indices) keeps those rows/cols of Q at zero: the
     layer-2-only fixed point of the staircase is the SE restricted to Q11 = Q12 = 0.
 
@@ -162,11 +170,34 @@ def smi_se(channel, alpha, draws, *, Q0=None, side_info=0.0, damping=0.2, tol=1e
     `q_floor` keeps unfrozen diagonal entries >= q_floor (an infinitesimal perturbation, like side
     information) so that such an entry can regrow and its relative growth is defined.
     `accelerate`: every 4th iteration, Aitken extrapolation of converging diagonal entries (`_aitken`)
-    or a jump of geometrically growing tiny entries (`_grow_jump`), whichever applies."""
+    or a jump of geometrically growing tiny entries (`_grow_jump`), whichever applies.
+    `coarse` = k > 1: the transient from Q0 runs on the first n / k draws (to tol_c = max(10 tol, 1e-4)),
+    then the iteration goes on from there on all n draws to tol. The result is the fixed point of the
+    n-draw map, the same one (to tol) as without the coarse stage: only the start of the fine stage
+    moves, from Q0 to the coarse fixed point, which differs from the fine one by the Monte Carlo
+    error of n / k draws (2048 points, k = 8, c = 1: 2.3-2.7x faster at alpha = 0.8, 1.0, 1.6, fixed
+    points equal within 1e-5; docs/smi.md)."""
     p = channel.p
     frozen = set(freeze or ())
-    free = [a for a in range(p) if a not in frozen]
     Q = 0.05 * np.eye(p) if Q0 is None else np.array(Q0, float)
+    hist, n_coarse = [Q.copy()], 0
+    args = (channel, alpha, side_info, damping, eps, frozen, accelerate, q_floor, growth_tol)
+    n = draws.xi.shape[0] if draws is not None else 0
+    if coarse > 1 and n // coarse >= 64:
+        c_hist, _, n_coarse, _ = _iterate(*args, draws.head(n // coarse), Q, max(10 * tol, 1e-4), max_iter)
+        hist += c_hist[1:]
+        Q = c_hist[-1]
+    f_hist, Qh, it, converged = _iterate(*args, draws, Q, tol, max(max_iter - n_coarse, 1))
+    hist += f_hist[1:]
+    return SEState(Q=f_hist[-1], Qhat=Qh, n_iter=n_coarse + it, converged=converged, history=np.array(hist),
+                   n_coarse=n_coarse)
+
+
+def _iterate(channel, alpha, side_info, damping, eps, frozen, accelerate, q_floor, growth_tol, draws, Q, tol,
+             max_iter):
+    """The SE loop of `smi_se` from Q: (list of iterates, Q first; last Qhat; iterations; converged)."""
+    p = channel.p
+    free = [a for a in range(p) if a not in frozen]
     hist = [Q.copy()]
     converged = False
     Qh = np.zeros((p, p))
@@ -192,7 +223,7 @@ def smi_se(channel, alpha, draws, *, Q0=None, side_info=0.0, damping=0.2, tol=1e
             if diag is not None:
                 Q = Q - np.diag(np.diag(Q)) + np.diag(diag)
                 hist.append(Q.copy())
-    return SEState(Q=Q, Qhat=Qh, n_iter=it, converged=converged, history=np.array(hist))
+    return hist, Qh, it, converged
 
 
 def _indices(channel, Q, n, rng):

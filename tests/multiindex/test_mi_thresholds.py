@@ -145,3 +145,22 @@ def test_z1z2z3_bisection_isotropic():
     assert abs(a_c - 2.565180) < 1e-5
     a_b = mth.bisect_easy(ch, 0.05, 20.0, 1e-3, 1e-12, guess=a_c)
     assert abs(a_b - a_c) / a_c < 1e-2
+
+
+@pytest.mark.parametrize("true", [0.03, 0.1, 0.17, 0.1768, 0.1857, 0.19, 0.2, 0.5, 3.9, 4.0, 5.0])
+def test_bisect_alpha_with_a_guess_finds_any_transition(true):
+    """The guess only saves evaluations: wherever the transition lies in [lo, hi] (or beyond hi) the answer
+    is within rtol; a guess 5% off (0.1768 against 0.1857) costs at most 10 evaluations at rtol 2e-3."""
+    calls = []
+
+    def learned(alpha):
+        calls.append(alpha)
+        return alpha >= true
+
+    got = mse.bisect_alpha(learned, 0.02, 4.0, rtol=2e-3, guess=0.1857, bracket=0.02)
+    if true > 4.0:
+        assert got == np.inf
+    else:
+        assert abs(got - true) <= 2e-3 * max(true, got)
+    if abs(true / 0.1857 - 1) < 0.05:
+        assert len(calls) <= 10
