@@ -25,7 +25,7 @@ import numpy as np
 
 from seqphase.core.errors import ParameterError
 from seqphase.core.smi import link
-from seqphase.core.smi.posterior import posterior_2layer
+from seqphase.core.smi.posterior import posterior_2layer, strip_map
 from seqphase.core.smi.posterior3 import posterior_3layer, sobol_normals
 
 
@@ -33,11 +33,16 @@ from seqphase.core.smi.posterior3 import posterior_3layer, sobol_normals
 class Resolution:
     """Grid settings of the posterior: level-0 points per axis, target effective number of cells, and
     the zoom depth. Measured against a dense grid: g_out within 0.5% for V22 >= 0.02 (tests/smi); against
-    a grid twice as fine at V22 = 1e-3: median 1e-5, worst of 400 samples 2% (docs/smi.md)."""
+    a grid twice as fine at V22 = 1e-3: median 1e-5, worst of 400 samples 2% (docs/smi.md). Skips below
+    ~0.4 use strip coordinates and `neff_strip` (`posterior.strip_map`)."""
 
     n0: int = 40
     neff: float = 30.0
     max_level: int = 6
+    # small skips (strip coordinates, `posterior.strip_map`): with 30 (or 100) effective cells the grid
+    # accepted under-resolved posteriors (c = 0.01, 30 model draws at Q = diag(0, 0.9): worst error of g or
+    # dg 6% with 30, 2.4% with 100, 3e-4 with 300, against a 2000^2 grid; docs/smi.md)
+    neff_strip: float = 300.0
 
 
 @dataclass(frozen=True)
@@ -112,8 +117,10 @@ class AttentionChannel:
         omega = np.ascontiguousarray(omega, float)
         r = self.resolution
         if self.depth == 2:
-            logZ, mean, second = posterior_2layer(u, omega, np.linalg.inv(V), float(np.sqrt(V[0, 0])),
-                                                  self.skip, r.n0, r.neff, r.max_level)
+            sd1 = float(np.sqrt(V[0, 0]))
+            rho, B = strip_map(self.skip, sd1, r.n0)
+            logZ, mean, second = posterior_2layer(u, omega, np.linalg.inv(V), sd1, self.skip, r.n0,
+                                                  r.neff if rho >= 0.5 else r.neff_strip, r.max_level, rho, B)
         else:
             logZ, mean, second, _ = posterior_3layer(u, omega, np.ascontiguousarray(0.5 * (V + V.T)), self.skip,
                                                      self._points, r.lam_prior, r.lam_band, r.lam_sheet, r.band)

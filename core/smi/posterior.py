@@ -11,7 +11,12 @@ The remaining integral over z1 in R^2 is done by an adaptive midpoint grid that 
 express without evaluating the finest grid everywhere):
 
 1. level 0: G x G grid on the box omega1 +- R sqrt(V11) (the z1 marginal of the cavity prior, R = 6.5:
-   the prior factor at the edge is e^-21), both sheets;
+   the prior factor at the edge is e^-21), both sheets. For small skips (c <~ 0.3) det A(z1) ~ (1 + c)
+   (c + e^2/4) nearly vanishes on a strip of width ~ 2 sqrt(c) around the diagonal e = z1_0 - z1_1 = 0,
+   where the sheets move fast; a uniform grid misses it (g off by 12% at c = 0.1 and 42% at c = 0.01 with
+   G = 40, docs/smi.md). There the grid axes are (m, t), m = (z1_0 + z1_1)/2 and e = e(t) graded
+   geometrically from cells of sqrt(c)/4 on the strip to the plain step far from it (`strip_map`,
+   `_emap`), G x (G + ~30-45) cells;
 2. if the grid resolves the posterior (effective number of cells (sum w)^2 / sum w^2 >= `neff`), done;
 3. otherwise the mass sits in narrow peaks (small V22 late in the SE: z2 nearly known pins S(z1), hence
    z1 up to its sign, so there are at most two peaks, +-z1*). The cells holding mass (weight > 1e-13 of
@@ -48,16 +53,61 @@ def _sheet(x0, x1, c, u0, u1):
     return det, z0, z1
 
 
+@njit(cache=True, inline="always")
+def _emap(t, rho, B):
+    """Strip coordinate e(t) and de/dt: de/dt = rho cosh(t/B) / (1 - rho + rho cosh(t/B)) is rho at t = 0
+    and grows geometrically (x e^(h/B) per cell of width h) to 1, so the midpoint rule in t has cells
+    rho h wide on the singular strip e ~ 0 and h wide far from it; the closed form
+    e = t - (1 - rho) B (2 / k) atanh(k tanh(t / 2B)), k = sqrt(1 - 2 rho), needs rho < 1/2."""
+    k = math.sqrt(1.0 - 2.0 * rho)
+    e = t - (1.0 - rho) * B * (2.0 / k) * math.atanh(k * math.tanh(0.5 * t / B))
+    de = rho / (rho + (1.0 - rho) / math.cosh(min(abs(t) / B, 700.0)))
+    return e, de
+
+
 @njit(cache=True)
-def _fill(buf, zb, lo0, lo1, h0, h1, n, u0, u1, om, P, c):
-    """log-weights of both sheets on the n x n midpoint grid of a box; returns the max."""
+def _tmap(e, rho, B):
+    """Inverse of `_emap` (monotone, odd) by Newton steps safeguarded by bisection."""
+    lo = -abs(e) - 2.0 * B * math.log(4.0 / rho) - 1.0
+    hi = -lo
+    t = e
+    for _ in range(200):
+        f, d = _emap(t, rho, B)
+        f -= e
+        if f > 0:
+            hi = t
+        else:
+            lo = t
+        step = t - f / d
+        t = step if lo < step < hi else 0.5 * (lo + hi)
+        if abs(f) < 1e-13 * (1.0 + abs(e)) or hi - lo < 1e-14:
+            break
+    return t
+
+
+@njit(cache=True)
+def _fill(buf, zb, xb, lo0, lo1, h0, h1, na, nb, u0, u1, om, P, c, rho, B):
+    """log-weights of both sheets on the na x nb midpoint grid of a box; returns the max. Grid axes are
+    (z1_0, z1_1) when rho >= 1/2, else (m, t) with z1 = (m + e(t)/2, m - e(t)/2) (`_emap`; the Jacobian
+    de/dt enters the weight). The cell's z1 goes to xb."""
     best = -np.inf
-    for i in range(n):
-        x0 = lo0 + (i + 0.5) * h0
-        for j in range(n):
-            x1 = lo1 + (j + 0.5) * h1
+    for i in range(na):
+        a = lo0 + (i + 0.5) * h0
+        for j in range(nb):
+            b = lo1 + (j + 0.5) * h1
+            if rho < 0.5:
+                e, de = _emap(b, rho, B)
+                x0 = a + 0.5 * e
+                x1 = a - 0.5 * e
+                ljac = math.log(de)
+            else:
+                x0 = a
+                x1 = b
+                ljac = 0.0
+            xb[i, j, 0] = x0
+            xb[i, j, 1] = x1
             det, a0, a1 = _sheet(x0, x1, c, u0, u1)
-            ld = math.log(abs(det))
+            ld = math.log(abs(det)) - ljac
             d10 = x0 - om[0, 0]
             d11 = x1 - om[0, 1]
             for s in range(2):
@@ -78,13 +128,13 @@ def _fill(buf, zb, lo0, lo1, h0, h1, n, u0, u1, om, P, c):
 
 
 @njit(cache=True)
-def _weigh(buf, n, top):
+def _weigh(buf, na, nb, top):
     """Turn the log-weights into weights relative to the peak, in place (each exp is taken once and
     reused by `_accumulate` and `_mass_box`); returns the effective number of cells (sum w)^2 / sum w^2."""
     s1 = 0.0
     s2 = 0.0
-    for i in range(n):
-        for j in range(n):
+    for i in range(na):
+        for j in range(nb):
             w0 = math.exp(buf[i, j, 0] - top)
             w1 = math.exp(buf[i, j, 1] - top)
             buf[i, j, 0] = w0
@@ -96,23 +146,21 @@ def _weigh(buf, n, top):
 
 
 @njit(cache=True)
-def _accumulate(acc, buf, zb, lo0, lo1, h0, h1, n, top):
+def _accumulate(acc, buf, zb, xb, h0, h1, na, nb, top):
     """Add the grid's moments to acc = [log scale, S0, S1(4), S2(16)] (streaming log-sum-exp); buf holds
     the weights relative to exp(top) (`_weigh`)."""
     s0 = 0.0
     s1 = np.zeros(4)
     s2 = np.zeros(16)
     v = np.zeros(4)
-    for i in range(n):
-        x0 = lo0 + (i + 0.5) * h0
-        for j in range(n):
-            x1 = lo1 + (j + 0.5) * h1
+    for i in range(na):
+        for j in range(nb):
             for s in range(2):
                 w = buf[i, j, s]
                 if w < 1e-300:
                     continue
-                v[0] = x0
-                v[1] = x1
+                v[0] = xb[i, j, 0]
+                v[1] = xb[i, j, 1]
                 v[2] = zb[i, j, s, 0]
                 v[3] = zb[i, j, s, 1]
                 s0 += w
@@ -139,96 +187,122 @@ def _accumulate(acc, buf, zb, lo0, lo1, h0, h1, n, top):
 
 
 @njit(cache=True)
-def _mass_box(buf, lo0, lo1, h0, h1, n, side0, side1, which):
-    """Bounding box (grown by one step) of the cells holding mass (relative weight in buf >= MASS_CUT),
-    restricted to one half-plane (which = +1 / -1 of z1 . side; 0: all). Returns (found, lo0, hi0, lo1,
-    hi1)."""
+def _mass_box(buf, xb, lo0, lo1, h0, h1, na, nb, side0, side1, which):
+    """Bounding box in grid coordinates (grown by 1.5 steps) of the cells holding mass (relative weight in
+    buf >= MASS_CUT), restricted to one half-plane of z1 (which = +1 / -1 of z1 . side; 0: all).
+    Returns (found, lo0, hi0, lo1, hi1)."""
     found = False
     a0 = np.inf
     b0 = -np.inf
     a1 = np.inf
     b1 = -np.inf
-    for i in range(n):
-        x0 = lo0 + (i + 0.5) * h0
-        for j in range(n):
-            x1 = lo1 + (j + 0.5) * h1
+    for i in range(na):
+        g0 = lo0 + (i + 0.5) * h0
+        for j in range(nb):
+            g1 = lo1 + (j + 0.5) * h1
             if max(buf[i, j, 0], buf[i, j, 1]) < MASS_CUT:
                 continue
             if which != 0:
-                dot = x0 * side0 + x1 * side1
+                dot = xb[i, j, 0] * side0 + xb[i, j, 1] * side1
                 if (which > 0 and dot < 0) or (which < 0 and dot >= 0):
                     continue
             found = True
-            a0 = min(a0, x0 - 1.5 * h0)
-            b0 = max(b0, x0 + 1.5 * h0)
-            a1 = min(a1, x1 - 1.5 * h1)
-            b1 = max(b1, x1 + 1.5 * h1)
+            a0 = min(a0, g0 - 1.5 * h0)
+            b0 = max(b0, g0 + 1.5 * h0)
+            a1 = min(a1, g1 - 1.5 * h1)
+            b1 = max(b1, g1 + 1.5 * h1)
     return found, a0, b0, a1, b1
 
 
 @njit(cache=True)
-def _refine(acc, buf, zb, box, u0, u1, om, P, c, n0, n_max, neff, max_level):
+def _refine(acc, buf, zb, xb, box, u0, u1, om, P, c, rho, B, n0, n_max, neff, max_level):
     lo0, hi0, lo1, hi1 = box[0], box[1], box[2], box[3]
     n = n0
     for level in range(max_level):
         h0 = (hi0 - lo0) / n
         h1 = (hi1 - lo1) / n
-        top = _fill(buf, zb, lo0, lo1, h0, h1, n, u0, u1, om, P, c)
-        if _weigh(buf, n, top) >= neff or level == max_level - 1:
-            _accumulate(acc, buf, zb, lo0, lo1, h0, h1, n, top)
+        top = _fill(buf, zb, xb, lo0, lo1, h0, h1, n, n, u0, u1, om, P, c, rho, B)
+        if _weigh(buf, n, n, top) >= neff or level == max_level - 1:
+            _accumulate(acc, buf, zb, xb, h0, h1, n, n, top)
             return
-        found, a0, b0, a1, b1 = _mass_box(buf, lo0, lo1, h0, h1, n, 0.0, 0.0, 0)
+        found, a0, b0, a1, b1 = _mass_box(buf, xb, lo0, lo1, h0, h1, n, n, 0.0, 0.0, 0)
         if (b0 - a0) * (b1 - a1) > 0.25 * (hi0 - lo0) * (hi1 - lo1):
             n = min(2 * n, n_max)  # a ridge the box cannot shrink around: refine the grid instead
         lo0, hi0, lo1, hi1 = a0, b0, a1, b1
 
 
+def strip_map(c, sd1, n0):
+    """(rho, B) of the strip coordinates for skip c at level-0 step h = 2 BOX_SIGMAS sd1 / n0: near the
+    diagonal z1_0 = z1_1 det A(z1) ~ (1 + c)(c + e^2/4) (e = z1_0 - z1_1), a strip of width ~ 2 sqrt(c) where
+    the sheets z2 = A^-1(+-u) move fast; the midpoint rule needs cells of ~ sqrt(c)/4 there (measured:
+    c = 0.1 needs 160 cells per axis and c = 0.01 320 on a uniform grid). rho = sqrt(c) / (4 h) is the
+    cell width there relative to h, B = 4 h the grading length; rho >= 1/2 (c >~ 0.3 at V11 = 1): no
+    mapping, the plain (z1_0, z1_1) grid."""
+    h = 2.0 * BOX_SIGMAS * sd1 / n0
+    rho = math.sqrt(c) / (4.0 * h)
+    return (rho, 4.0 * h) if rho < 0.5 else (1.0, 4.0 * h)
+
+
 @njit(cache=True)
-def posterior_2layer(u, om, P, sd1, c, n0, neff, max_level):
-    """log Z (N,), mean (N, 4), second moments (N, 4, 4) of the 2-layer T = 2 posterior."""
+def posterior_2layer(u, om, P, sd1, c, n0, neff, max_level, rho, B):
+    """log Z (N,), mean (N, 4), second moments (N, 4, 4) of the 2-layer T = 2 posterior; (rho, B) from
+    `strip_map` (rho >= 1/2: plain grid)."""
     N = u.shape[0]
     n_max = 4 * n0
     buf = np.empty((n_max, n_max, 2))
     zb = np.empty((n_max, n_max, 2, 2))
+    xb = np.empty((n_max, n_max, 2))
     logZ = np.empty(N)
     mean = np.empty((N, 4))
     second = np.empty((N, 4, 4))
     acc = np.empty(22)
     box = np.empty(4)
+    h = 2.0 * BOX_SIGMAS * sd1 / n0
     for k in range(N):
         u0 = u[k, 0]
         u1 = u[k, 1]
         o = om[k]
         acc[:] = 0.0
         acc[0] = -np.inf
-        lo0 = o[0, 0] - BOX_SIGMAS * sd1
-        lo1 = o[0, 1] - BOX_SIGMAS * sd1
-        h = 2.0 * BOX_SIGMAS * sd1 / n0
-        top = _fill(buf, zb, lo0, lo1, h, h, n0, u0, u1, o, P, c)
-        if _weigh(buf, n0, top) >= neff:
-            _accumulate(acc, buf, zb, lo0, lo1, h, h, n0, top)
+        if rho < 0.5:
+            # (m, t) box: m = mean of the two z1 tokens (cavity sd sd1 / sqrt 2, the box keeps +-R sd1), e =
+            # their difference (sd sqrt(2) sd1) mapped to t; nb cells of ~h in t
+            lo0 = 0.5 * (o[0, 0] + o[0, 1]) - BOX_SIGMAS * sd1
+            e_mid = o[0, 0] - o[0, 1]
+            lo1 = _tmap(e_mid - BOX_SIGMAS * math.sqrt(2.0) * sd1, rho, B)
+            hi1 = _tmap(e_mid + BOX_SIGMAS * math.sqrt(2.0) * sd1, rho, B)
+            nb = min(n_max, int(math.ceil((hi1 - lo1) / h)))
+            h1 = (hi1 - lo1) / nb
+        else:
+            lo0 = o[0, 0] - BOX_SIGMAS * sd1
+            lo1 = o[0, 1] - BOX_SIGMAS * sd1
+            nb = n0
+            h1 = h
+        top = _fill(buf, zb, xb, lo0, lo1, h, h1, n0, nb, u0, u1, o, P, c, rho, B)
+        if _weigh(buf, n0, nb, top) >= neff:
+            _accumulate(acc, buf, zb, xb, h, h1, n0, nb, top)
         else:
             # the peak cell and its half-plane; the mirror peak -z1* (if any) lies in the other one
             best = -np.inf
             p0 = 0.0
             p1 = 0.0
             for i in range(n0):
-                for j in range(n0):
+                for j in range(nb):
                     m = max(buf[i, j, 0], buf[i, j, 1])
                     if m > best:
                         best = m
-                        p0 = lo0 + (i + 0.5) * h
-                        p1 = lo1 + (j + 0.5) * h
-            fa, a0, b0, a1, b1 = _mass_box(buf, lo0, lo1, h, h, n0, p0, p1, 1)
-            fb, c0, d0, c1, d1 = _mass_box(buf, lo0, lo1, h, h, n0, p0, p1, -1)
+                        p0 = xb[i, j, 0]
+                        p1 = xb[i, j, 1]
+            fa, a0, b0, a1, b1 = _mass_box(buf, xb, lo0, lo1, h, h1, n0, nb, p0, p1, 1)
+            fb, c0, d0, c1, d1 = _mass_box(buf, xb, lo0, lo1, h, h1, n0, nb, p0, p1, -1)
             overlap = fb and not (b0 <= c0 or d0 <= a0 or b1 <= c1 or d1 <= a1)
             if overlap:
                 a0, b0, a1, b1 = min(a0, c0), max(b0, d0), min(a1, c1), max(b1, d1)
             box[0], box[1], box[2], box[3] = a0, b0, a1, b1
-            _refine(acc, buf, zb, box, u0, u1, o, P, c, n0, n_max, neff, max_level)
+            _refine(acc, buf, zb, xb, box, u0, u1, o, P, c, rho, B, n0, n_max, neff, max_level)
             if fb and not overlap:
                 box[0], box[1], box[2], box[3] = c0, d0, c1, d1
-                _refine(acc, buf, zb, box, u0, u1, o, P, c, n0, n_max, neff, max_level)
+                _refine(acc, buf, zb, xb, box, u0, u1, o, P, c, rho, B, n0, n_max, neff, max_level)
         logZ[k] = acc[0] + math.log(acc[1])
         for a in range(4):
             mean[k, a] = acc[2 + a] / acc[1]
