@@ -1,7 +1,8 @@
 """Deep tied attention as a sequence multi-index model (registry name "smi"; spec smi.md).
 
 Parameters: `skip` (c > 0, the skip strength of the non-final layers), `depth` (2 or 3; 3 layers for the
-"se" method only: its posterior is the importance sampler of `core/smi/posterior3.py`), `alpha` (> 0; not for threshold sweeps). Layer x layer results have rows/cols
+"se" method only: its posterior is the importance sampler of `core/smi/posterior3.py`), `alpha` (> 0; not
+for threshold sweeps). Layer x layer results have rows/cols
 1..3 whatever the depth (NaN beyond it).
 
 Methods:
@@ -119,11 +120,12 @@ class SMIModel(Model):
                 "depth": Param("depth", "choice", "number of attention layers (3: se only)", 2, choices=(2, 3)),
             },
             methods={
-                "se": Method(_SE, version=3, doc="Bayes-optimal SE, plug-in and Bayes errors (v3: coarse-to-fine "
-                                                 "transient)"),
-                "gamp": Method(_GAMP, version=1, doc="GAMP at finite d, damping-consistent Onsager term"),
-                "threshold": Method(_THR, version=3, doc="alpha_2 and alpha_1, stability and bisection (v3: "
-                                    "two-stage K11 root, walking bisection bracket)",
+                "se": Method(_SE, version=4, doc="Bayes-optimal SE, plug-in and Bayes errors (v3: coarse-to-fine "
+                                                 "transient; v4: small-skip posterior, channel.py)"),
+                "gamp": Method(_GAMP, version=2, doc="GAMP at finite d, damping-consistent Onsager term "
+                                                   "(v2: small-skip posterior)"),
+                "threshold": Method(_THR, version=4, doc="alpha_2 and alpha_1, stability and bisection (v3: "
+                                    "two-stage K11 root, walking bisection bracket; v4: small-skip posterior)",
                                     excludes=("alpha",)),
                 # alpha is a setting of sgd (not a grid dim): the log length depends on it
                 "sgd": Method(_SGD, version=1, doc="layer-wise SGD experiment", excludes=("alpha",)),
@@ -231,7 +233,8 @@ class SMIModel(Model):
         last = np.zeros_like(st.Q)
         last[-1, -1] = st.Q[-1, -1]
         plug_last, _ = sse.gen_error_plugin(ch, last, s["n_error"], np.random.default_rng(k_last))
-        return {"overlap": _pad(st.Q), "overlap_hat": _pad(st.Qhat), "history": hist, "n_iter": st.n_iter, "n_iter_coarse": st.n_coarse,
+        return {"overlap": _pad(st.Q), "overlap_hat": _pad(st.Qhat), "history": hist, "n_iter": st.n_iter,
+                "n_iter_coarse": st.n_coarse,
                 "converged": int(st.converged), "gen_error_plugin": plug, "gen_error_plugin_se": plug_se,
                 "gen_error_bayes": bayes, "gen_error_bayes_se": bayes_se, "gen_error_plugin_last_layer": plug_last}
 
