@@ -93,3 +93,17 @@ def test_coarse_stage_lands_on_the_fine_fixed_point(monkeypatch):
     assert np.allclose(np.diag(fast.Q), x_fine, atol=1e-6) and np.allclose(np.diag(plain.Q), x_fine, atol=1e-6)
     assert fast.n_coarse > 0 and fast.n_iter - fast.n_coarse < plain.n_iter - 20
     assert len(fast.history) == fast.n_iter + 1
+
+
+def test_coarse_stage_leaves_the_fine_stage_half_the_budget(monkeypatch):
+    """A coarse map that never settles (here: one entry creeps up by 0.2% per iteration on the coarse draws
+    only) stops after max_iter / 2 iterations, and the fine stage still converges."""
+    def qhat(channel, Q, alpha, draws, eps=1e-3):
+        q = np.diag(Q).copy()
+        target = np.minimum(q * 1.002, 0.9) if draws.xi.shape[0] < 2048 else 0.3 + 0.5 * (q - 0.3)
+        return np.diag(target / (1.0 - target))
+
+    monkeypatch.setattr(sse, "qhat", qhat)
+    st = sse.smi_se(_Fake(), 1.0, _FakeDraws(2048), Q0=0.05 * np.eye(2), damping=0.0, tol=1e-6, max_iter=100,
+                    accelerate=False, coarse=8)
+    assert st.n_coarse == 50 and st.converged and np.allclose(np.diag(st.Q), 0.3, atol=1e-6)
