@@ -2,8 +2,7 @@
 
 Parameters: `skip` (c > 0, the skip strength of the non-final layers), `depth` (2 or 3; 3 layers for the
 "se" method only: its posterior is the importance sampler of `core/smi/posterior3.py`), `alpha` (> 0; not
-for threshold sweeps). Layer x layer results have rows/cols
-1..3 whatever the depth (NaN beyond it).
+for threshold sweeps). Layer x layer results have rows/cols 1..3 whatever the depth (NaN beyond it).
 
 Methods:
 - "se": the Bayes-optimal SE (`core/smi/se.py`) from Q0 = q0 I (reference: 0.05 I, eps = 1e-3), with

@@ -186,8 +186,8 @@ def bisect_alpha(is_learned, lo, hi, rtol=1e-3, guess=None, bracket=0.05, max_wa
     transition lies outside it, the bracket walks away from the guess with doubling steps (guess
     (1 - 2 bracket), (1 - 4 bracket), ... or upwards, at most `max_walk` steps) until it brackets the
     transition or reaches lo / hi: a guess 3-5% off costs 2-3 more evaluations instead of a bisection
-    of the whole [lo, hi] (~9-11 more at rtol 2e-3). The ends are checked as without a guess, so the guess only saves steps,
-    it never decides the answer."""
+    of the whole [lo, hi] (~9-11 more at rtol 2e-3). The ends are checked as without a guess, so the
+    guess only saves steps, it never decides the answer."""
     if guess is not None and np.isfinite(guess) and lo < guess * (1 - bracket) and guess * (1 + bracket) < hi:
         step = bracket
         if is_learned(guess * (1 + bracket)):

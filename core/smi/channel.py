@@ -25,7 +25,7 @@ import numpy as np
 
 from seqphase.core.errors import ParameterError
 from seqphase.core.smi import link
-from seqphase.core.smi.posterior import posterior_2layer, strip_map
+from seqphase.core.smi.posterior import RHO_MAX, posterior_2layer, strip_map
 from seqphase.core.smi.posterior3 import posterior_3layer, sobol_normals
 
 
@@ -119,8 +119,9 @@ class AttentionChannel:
         if self.depth == 2:
             sd1 = float(np.sqrt(V[0, 0]))
             rho, B = strip_map(self.skip, sd1, r.n0)
-            logZ, mean, second = posterior_2layer(u, omega, np.linalg.inv(V), sd1, self.skip, r.n0,
-                                                  r.neff if rho >= 0.5 else r.neff_strip, r.max_level, rho, B)
+            neff = r.neff if rho >= RHO_MAX else r.neff_strip
+            logZ, mean, second = posterior_2layer(u, omega, np.linalg.inv(V), sd1, self.skip, r.n0, neff,
+                                                  r.max_level, rho, B)
         else:
             logZ, mean, second, _ = posterior_3layer(u, omega, np.ascontiguousarray(0.5 * (V + V.T)), self.skip,
                                                      self._points, r.lam_prior, r.lam_band, r.lam_sheet, r.band)

@@ -40,17 +40,24 @@ from numba import njit
 
 BOX_SIGMAS = 6.5
 MASS_CUT = 1e-13
+RHO_MAX = 0.5  # strip coordinates only for rho < RHO_MAX (`_emap` needs rho < 1/2); else the plain grid
+
+
+@njit(cache=True, inline="always")
+def amat(x0, x1, c):
+    """Entries (a00, a01, a10, a11) of A(x) = c I + softmax(x x^T) for x = (x0, x1) (also used by the
+    3-layer posterior)."""
+    s00 = 1.0 / (1.0 + math.exp(-x0 * (x0 - x1)))
+    s11 = 1.0 / (1.0 + math.exp(-x1 * (x1 - x0)))
+    return s00 + c, 1.0 - s00, 1.0 - s11, s11 + c
 
 
 @njit(cache=True, inline="always")
 def _sheet(x0, x1, c, u0, u1):
     """det A(z1) and A(z1)^{-1} u for z1 = (x0, x1)."""
-    s00 = 1.0 / (1.0 + math.exp(-x0 * (x0 - x1)))
-    s11 = 1.0 / (1.0 + math.exp(-x1 * (x1 - x0)))
-    det = (s00 + c) * (s11 + c) - (1.0 - s00) * (1.0 - s11)
-    z0 = ((s11 + c) * u0 - (1.0 - s00) * u1) / det
-    z1 = ((s00 + c) * u1 - (1.0 - s11) * u0) / det
-    return det, z0, z1
+    a00, a01, a10, a11 = amat(x0, x1, c)
+    det = a00 * a11 - a01 * a10
+    return det, (a11 * u0 - a01 * u1) / det, (a00 * u1 - a10 * u0) / det
 
 
 @njit(cache=True, inline="always")
@@ -88,14 +95,14 @@ def _tmap(e, rho, B):
 @njit(cache=True)
 def _fill(buf, zb, xb, lo0, lo1, h0, h1, na, nb, u0, u1, om, P, c, rho, B):
     """log-weights of both sheets on the na x nb midpoint grid of a box; returns the max. Grid axes are
-    (z1_0, z1_1) when rho >= 1/2, else (m, t) with z1 = (m + e(t)/2, m - e(t)/2) (`_emap`; the Jacobian
+    (z1_0, z1_1) when rho >= RHO_MAX, else (m, t) with z1 = (m + e(t)/2, m - e(t)/2) (`_emap`; the Jacobian
     de/dt enters the weight). The cell's z1 goes to xb."""
     best = -np.inf
     for i in range(na):
         a = lo0 + (i + 0.5) * h0
         for j in range(nb):
             b = lo1 + (j + 0.5) * h1
-            if rho < 0.5:
+            if rho < RHO_MAX:
                 e, de = _emap(b, rho, B)
                 x0 = a + 0.5 * e
                 x1 = a - 0.5 * e
@@ -236,17 +243,17 @@ def strip_map(c, sd1, n0):
     diagonal z1_0 = z1_1 det A(z1) ~ (1 + c)(c + e^2/4) (e = z1_0 - z1_1), a strip of width ~ 2 sqrt(c) where
     the sheets z2 = A^-1(+-u) move fast; the midpoint rule needs cells of ~ sqrt(c)/4 there (measured:
     c = 0.1 needs 160 cells per axis and c = 0.01 320 on a uniform grid). rho = sqrt(c) / (4 h) is the
-    cell width there relative to h, B = 4 h the grading length; rho >= 1/2 (c >~ 0.3 at V11 = 1): no
+    cell width there relative to h, B = 4 h the grading length; rho >= RHO_MAX (c >~ 0.4 at V11 = 1): no
     mapping, the plain (z1_0, z1_1) grid."""
     h = 2.0 * BOX_SIGMAS * sd1 / n0
     rho = math.sqrt(c) / (4.0 * h)
-    return (rho, 4.0 * h) if rho < 0.5 else (1.0, 4.0 * h)
+    return (rho, 4.0 * h) if rho < RHO_MAX else (1.0, 4.0 * h)
 
 
 @njit(cache=True)
 def posterior_2layer(u, om, P, sd1, c, n0, neff, max_level, rho, B):
     """log Z (N,), mean (N, 4), second moments (N, 4, 4) of the 2-layer T = 2 posterior; (rho, B) from
-    `strip_map` (rho >= 1/2: plain grid)."""
+    `strip_map` (rho >= RHO_MAX: plain grid)."""
     N = u.shape[0]
     n_max = 4 * n0
     buf = np.empty((n_max, n_max, 2))
@@ -264,7 +271,7 @@ def posterior_2layer(u, om, P, sd1, c, n0, neff, max_level, rho, B):
         o = om[k]
         acc[:] = 0.0
         acc[0] = -np.inf
-        if rho < 0.5:
+        if rho < RHO_MAX:
             # (m, t) box: m = mean of the two z1 tokens (cavity sd sd1 / sqrt 2, the box keeps +-R sd1), e =
             # their difference (sd sqrt(2) sd1) mapped to t; nb cells of ~h in t
             lo0 = 0.5 * (o[0, 0] + o[0, 1]) - BOX_SIGMAS * sd1

@@ -56,6 +56,8 @@ from numba import njit
 from scipy.stats import norm as _norm
 from scipy.stats import qmc as _qmc
 
+from seqphase.core.smi.posterior import amat
+
 LOG2PI = math.log(2.0 * math.pi)
 
 
@@ -64,14 +66,6 @@ def sobol_normals(n, seed):
     m = int(np.ceil(np.log2(max(n, 2))))
     x = _qmc.Sobol(4, scramble=True, seed=np.random.default_rng(seed)).random_base2(m)
     return np.ascontiguousarray(_norm.ppf(np.clip(x, 1e-16, 1.0 - 1e-16)))
-
-
-@njit(cache=True, inline="always")
-def _amat(x0, x1, c):
-    """Entries of A(x) = c I + softmax(x x^T) for x = (x0, x1)."""
-    s00 = 1.0 / (1.0 + math.exp(-x0 * (x0 - x1)))
-    s11 = 1.0 / (1.0 + math.exp(-x1 * (x1 - x0)))
-    return s00 + c, 1.0 - s00, 1.0 - s11, s11 + c
 
 
 @njit(cache=True, inline="always")
@@ -130,7 +124,7 @@ def _candidate(acc, fac, h0, h1, a0, a1, p00, p01, p10, p11, dA1, lbase1, u0, u1
                m20, m21, m30, m31, iv2, cP, iv3, cS, s_e, mt, me, kte, st, cD, lcD, lcP, lcS):
     """Evaluate one inner point h2 on both sheets and add fac * p_sigma / (q1 q) to acc (lbase1 = -2 log det
     A(z1) - log q1(z1); cP, cD, cS: the mixture weights times the normalisations)."""
-    q00, q01, q10, q11 = _amat(h0, h1, c)
+    q00, q01, q10, q11 = amat(h0, h1, c)
     dA2 = q00 * q11 - q01 * q10
     t0 = (q11 * u0 - q01 * u1) / dA2  # w = A(h2)^-1 u (sheet sigma = +)
     t1 = (q00 * u1 - q10 * u0) / dA2
@@ -182,7 +176,7 @@ def _one_sample(acc, u0, u1, om, P, c, X, sd1, k2, v2, k3, v3, s_e, lamP, lamD, 
             g1 = 1.0 if mirror == 0 else -1.0
             a0 = om[0, 0] + g1 * sd1 * x0
             a1 = om[0, 1] + g1 * sd1 * x1
-            p00, p01, p10, p11 = _amat(a0, a1, c)
+            p00, p01, p10, p11 = amat(a0, a1, c)
             dA1 = p00 * p11 - p01 * p10
             ldA1 = math.log(dA1)
             cP = lamP / (2.0 * math.pi * v2 * dA1)

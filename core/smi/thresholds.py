@@ -108,11 +108,10 @@ def layer2_fixed_point(channel, alpha, draws, q0=0.05, eps=1e-3, tol=1e-6, max_i
     return float(st.Q[1, 1])
 
 
-def q_star_near(channel, alpha, draws, cache, eps=1e-3):
-    """q*(alpha), the layer-2 SE warm-started from the q* of the nearest alpha in `cache`
-    ({alpha: (r, q*, r_se)}, as filled by `alpha1_stability`; 0.05 when empty)."""
-    near = min(cache, key=lambda a: abs(a - alpha)) if cache else None
-    q0 = cache[near][1] if near is not None else 0.05
+def q_star_near(channel, alpha, draws, known, eps=1e-3):
+    """q*(alpha), the layer-2 SE warm-started from the q* of the nearest alpha in `known` ({alpha: q*};
+    0.05 when empty)."""
+    q0 = known[min(known, key=lambda a: abs(a - alpha))] if known else 0.05
     return layer2_fixed_point(channel, alpha, draws, q0=q0, eps=eps)
 
 
@@ -174,16 +173,16 @@ def alpha1_stability(channel, alpha2, draws, *, alpha_hi=4.0, rtol=1e-3, eps=1e-
     r is increasing and smooth in alpha (fixed draws), so the root is found by false position on
     log r (Illinois variant), in two stages: from [alpha2, start] (default 2 alpha2; widened up to
     alpha_hi) with K11 on the first `k_coarse` of the k_draws (8x cheaper at 32768), then with all
-    k_draws from the bracket (1 -+ bracket) around that root (widened if needed): the all-draw stage needs ~3-4 evaluations
-    instead of ~8. Each evaluation is a layer-2 SE warm-started from the nearest q* already computed.
+    k_draws from the bracket (1 -+ bracket) around that root (widened if needed): the all-draw stage
+    needs ~3-4 evaluations instead of ~8. Each evaluation is a layer-2 SE warm-started from the nearest q* already computed.
     Returns (alpha_1, {alpha: (r, q*, K11 standard error)}) with the all-draw evaluations only."""
     k_draws = draws if k_draws is None else k_draws
     q_cache, cache = {}, {}
 
     def q_star(alpha):
         if alpha not in q_cache:
-            q_cache[alpha] = (None, q_star_near(channel, alpha, draws, q_cache, eps))
-        return q_cache[alpha][1]
+            q_cache[alpha] = q_star_near(channel, alpha, draws, q_cache, eps)
+        return q_cache[alpha]
 
     def ratio_with(kd, store):
         def ratio(alpha):
@@ -200,8 +199,8 @@ def alpha1_stability(channel, alpha2, draws, *, alpha_hi=4.0, rtol=1e-3, eps=1e-
     floor = alpha2 * 1.02
     lo, hi = floor, min(2.0 * floor if start is None else start, alpha_hi)
     if k_coarse and k_draws.xi.shape[0] >= 2 * k_coarse:
-        guess = _false_position(ratio_with(k_draws.head(k_coarse), {}), lo, hi, max(rtol, 0.25 * bracket), floor,
-                                alpha_hi)
+        guess = _false_position(ratio_with(k_draws.head(k_coarse), {}), lo, hi, max(rtol, 0.25 * bracket),
+                                floor, alpha_hi)
         if np.isfinite(guess) and guess > floor:
             lo, hi = max(floor, guess * (1 - bracket)), min(guess * (1 + bracket), alpha_hi)
     return _false_position(ratio_with(k_draws, cache), lo, hi, rtol, floor, alpha_hi), cache
