@@ -41,7 +41,8 @@ class Resolution:
     max_level: int = 6
     # small skips (strip coordinates, `posterior.strip_map`): with 30 (or 100) effective cells the grid
     # accepted under-resolved posteriors (c = 0.01, 30 model draws at Q = diag(0, 0.9): worst error of g or
-    # dg 6% with 30, 2.4% with 100, 3e-4 with 300, against a 2000^2 grid; docs/smi.md)
+    # dg 6% with 30, 2.4% with 100, 3e-4 with 300, against a 2000^2 grid; docs/smi.md). With 300, at c = 1e-4
+    # about 1 draw in 32 is off by 1.2-1.3% (median 1e-5); c >= 0.01 within 4e-4 (32 draws per Q, docs/smi.md)
     neff_strip: float = 300.0
 
 
