@@ -166,7 +166,7 @@ def _accumulate(acc, buf, zb, xb, h0, h1, na, nb, top):
     """Add the grid's moments to acc = [log scale, S0, S1(4), S2(16)] (streaming log-sum-exp); buf holds
     the weights relative to exp(top) (`_weigh`). The two sheets share z1 and have opposite z2, so each cell
     is one term with weights w0 + w1 (z1 z1, z2 z2) and w0 - w1 (z2, z1 z2), and only the 10 distinct
-    second moments are summed (a quarter of the cost of the posterior at c >= 0.5, measured)."""
+    second moments are summed (the whole posterior ~20% faster at c >= 0.5, measured)."""
     s0 = 0.0
     s1 = np.zeros(4)
     s2 = np.zeros(16)

@@ -174,7 +174,8 @@ def alpha1_stability(channel, alpha2, draws, *, alpha_hi=4.0, rtol=1e-3, eps=1e-
     log r (Illinois variant), in two stages: from [alpha2, start] (default 2 alpha2; widened up to
     alpha_hi) with K11 on the first `k_coarse` of the k_draws (8x cheaper at 32768), then with all
     k_draws from the bracket (1 -+ bracket) around that root (widened if needed): the all-draw stage
-    needs ~3-4 evaluations instead of ~8. Each evaluation is a layer-2 SE warm-started from the nearest q* already computed.
+    needs ~3-4 evaluations instead of ~8. Each evaluation is a layer-2 SE warm-started from the nearest
+    q* already computed.
     Returns (alpha_1, {alpha: (r, q*, K11 standard error)}) with the all-draw evaluations only."""
     k_draws = draws if k_draws is None else k_draws
     q_cache, cache = {}, {}
