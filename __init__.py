@@ -1,6 +1,6 @@
 """seqphase: phase diagrams of solvable models of learning, swept on Dask, stored in zarr."""
 
-__version__ = "0.1.0"
+from seqphase.version import __version__
 
 
 def open_results(sweep, store=None, lazy=False):

@@ -304,7 +304,7 @@ def cmd_plot(args):
     companions = {}
     for role, name in json.loads(ds.attrs.get("plot", "{}")).items():
         # Companion sweeps drawn beside this one: se_sweep (the dense SE curve), and for the models
-        # that use them thresholds_sweep, gamp_sweep, ... (results/plot_smi.py).
+        # that use them thresholds_sweep, gamp_sweep, ... (core/smi/figures.py).
         if role.endswith("_sweep") and isinstance(name, str):
             try:
                 companions[role] = open_results(name, args.store)

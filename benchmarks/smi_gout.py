@@ -18,7 +18,7 @@ Methods (all on one core, numba-compiled integrands; compile time excluded):
   (9 + 9 integrations per sample).
 * "reference, consistent box": the same, with one box [-B, B]^2 for both integrals (B = --ref-box, 5 by
   default; the GAMP code's own choice is B = 3). This is the equal-accuracy comparison.
-* "ours": seqphase.core.smi.channel.AttentionChannel(2, 1.0).g_out -- g and the analytic dg in one call;
+* "ours": seqphase.core.smi.channels.AttentionChannel(2, 1.0).g_out_tokens -- g and the analytic dg in one call;
   timed unbatched (N = 1 per call) and batched (2048 samples of the same Q in one call, cost / 2048: how
   SE and GAMP call it). Also "ours, fine": the same code with a finer grid (Resolution(80, 120, 8)).
 * ground truth: an independent NumPy midpoint grid, gt_n x gt_n points (1500 by default) on
@@ -51,9 +51,9 @@ from numba import njit  # noqa: E402
 from scipy import integrate  # noqa: E402
 from scipy.special import expit  # noqa: E402
 
-from seqphase.core.multiindex.se import psd_sqrt  # noqa: E402
+from seqphase.core.numerics import psd_sqrt  # noqa: E402
 from seqphase.core.smi import link  # noqa: E402
-from seqphase.core.smi.channel import AttentionChannel, Resolution  # noqa: E402
+from seqphase.core.smi.channels import AttentionChannel, Resolution  # noqa: E402
 
 SKIP = 1.0
 EPS_V = 1e-3
@@ -241,7 +241,7 @@ def _time_ours(ch, u, omega, V, repeats):
     ts = []
     for _ in range(repeats):
         t0 = clock()
-        g, dg = ch.g_out(u, omega, V)
+        g, dg = ch.g_out_tokens(u, omega, V)
         ts.append(clock() - t0)
     return g, dg, np.median(ts, axis=0)
 
@@ -267,8 +267,8 @@ def main(argv=None):
 
     # warm-up: numba compilation (cached on disk after the first run) is not part of the timings
     om0, z0, V0 = draw(OVERLAPS["0.05 I"], 2, rng)
-    ch.g_out(ch.labels_of_z(z0), om0, V0)
-    ch_fine.g_out(ch.labels_of_z(z0), om0, V0)
+    ch.g_out_tokens(ch.labels_of_z(z0), om0, V0)
+    ch_fine.g_out_tokens(ch.labels_of_z(z0), om0, V0)
     Reference(3.0, 3.0).g_out(link.link(z0[0], SKIP), om0[0], V0)
 
     print(f"# load average at start: {os.getloadavg()}  (cpus: {os.cpu_count()})", flush=True)
@@ -310,7 +310,7 @@ def main(argv=None):
             ts = []
             for _ in range(repeats):
                 t0 = clock()
-                c.g_out(ub, omb, Vb)
+                c.g_out_tokens(ub, omb, Vb)
                 ts.append((clock() - t0) / args.batch)
             batched.setdefault(name, []).append(np.median(ts, axis=0))
     print(f"# load average at end: {os.getloadavg()}", flush=True)

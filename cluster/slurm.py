@@ -57,6 +57,7 @@ try:  # Python >= 3.11
 except ModuleNotFoundError:  # pragma: no cover
     import tomli as tomllib
 
+from seqphase.cluster.base import WORKER_ENVIRON, Backend
 from seqphase.core.errors import ClusterError
 
 WORKER_JOB_PREFIX = "seqphase-worker"
@@ -161,14 +162,9 @@ class Profile:
 
 
 def _worker_environ_prologue():
-    """The environment the local backend gives its worker processes (allocator, BLAS threads), passed
-    to the nannies in the worker jobs through Dask's config variable."""
-    from seqphase.cluster import local
-
-    environ = getattr(local, "WORKER_ENVIRON", None)
-    if not environ:
-        return []
-    return ["export DASK_DISTRIBUTED__NANNY__PRE_SPAWN_ENVIRON='" + json.dumps(dict(environ)) + "'"]
+    """The worker environment of base.py (allocator, BLAS threads), the one local workers start with,
+    passed to the nannies in the worker jobs through Dask's config variable."""
+    return ["export DASK_DISTRIBUTED__NANNY__PRE_SPAWN_ENVIRON='" + json.dumps(dict(WORKER_ENVIRON)) + "'"]
 
 
 # -- profile loading --------------------------------------------------------------------------------
@@ -439,3 +435,15 @@ def connect_slurm(profile, stream=None):
                 yield client
         finally:
             cluster.close()
+
+
+class SlurmBackend(Backend):
+    """`--cluster slurm`: worker jobs described by `slurm_profile` (default: the default profile)."""
+
+    name = "slurm"
+    usage = "`slurm`"
+
+    @contextlib.contextmanager
+    def client(self):
+        with connect_slurm(self.slurm_profile or load_profile()) as client:
+            yield client

@@ -1,7 +1,30 @@
-"""GAMP on finite GLM instances, using the same channel ``g_out`` and prior ``denoise`` as SE.
+"""The one GAMP loop of seqphase: damping, the Onsager (reaction) bookkeeping, the per-iteration trace,
+convergence and divergence, and instance sampling. A family fills in its prior and channel steps
+(`GampSteps`) in its own gamp.py; the loop below is written once.
 
-Conventions: F_{mu i} ~ N(0, 1/d), n = round(alpha d), z = F x, y ~ P(y | z); overlap
-m = x_hat . x / d, self-overlap q = |x_hat|^2 / d, mse = |x_hat - x|^2 / d.
+One iteration, for an estimate w_hat with prior-side variances C (shapes are the family's):
+
+    V      = cavity(C)                          cavity covariance of the pre-activations
+    R_t    = (1 - c) V(C_und) g_{t-1} + c R_{t-1}      (c = damping > 0)
+           = V g_{t-1}                                  (c = 0)
+    omega  = project(w_hat) - R_t               X w_hat minus the reaction term
+    g, dg  = g_out(omega, V)                    the family's channel g_out (the one its SE uses)
+    A, B   = fields(g, dg, w_hat)               prior-side precision and field
+    w_new, C_new = denoise(B, A)                the prior's denoiser (posterior mean and variance)
+    w_hat <- (1 - c) w_new + c w_hat,  C <- (1 - c) C_new + c C
+
+Damping-consistent Onsager term: with damping the estimate w_hat_t = (1 - c) w_new,t + c w_hat_{t-1}
+carries (1 - c) of the new reaction and c of the old one, so R_t = (1 - c) V(C_und,t) g_{t-1} +
+c R_{t-1}, with C_und = C_new the Jacobian of the UNDAMPED denoiser. Subtracting the full V g_{t-1}
+over-subtracts c V g_{t-1}, a negative feedback that makes the uninformative fixed point of even
+channels stable (phase retrieval y = |z|, alpha = 1.5, d = 1000, damping 0.3, 8 seeds: mean |cos| 0.025
+instead of 1; z1 z2 at alpha = 1.5: 0.011 instead of 0.557). This fix used to be written once per
+family; it now lives here only.
+
+Stops: `collapsed(V, C)` (nothing left for the channel to resolve: converged, the iteration is not
+counted), a non-finite channel output or estimate (`divergence`: "stop" flags the run as diverged,
+"raise" raises FloatingPointError, "ignore" lets NaN propagate), or the change of the estimate below
+`tol` (converged).
 """
 
 from __future__ import annotations
@@ -11,89 +34,130 @@ from dataclasses import dataclass
 import numpy as np
 
 
-def sample_instance(prior, channel, alpha, d, rng):
-    """(F, x, y) with F_{mu i} ~ N(0, 1/d), x ~ P0^d, y = channel.sample(F x)."""
-    n = int(round(alpha * d))
-    F = rng.standard_normal((n, d)) / np.sqrt(d)
-    x = prior.sample(rng, d)
-    y = channel.sample(F @ x, rng)
-    return F, x, y
+class GampSteps:
+    """The prior and channel steps of one family's GAMP on one instance (override every method that
+    raises). Hooks may keep state (e.g. a counter of clipped iterations) on `self`."""
+
+    #: what a non-finite channel output or estimate does: "stop" (flag diverged), "raise", "ignore"
+    divergence = "ignore"
+
+    def initial(self):
+        """(w_hat, C, g0): the starting estimate, its variances and a zero array shaped like g."""
+        raise NotImplementedError
+
+    def cavity(self, C):
+        """The cavity covariance V of the pre-activations (what the channel sees)."""
+        raise NotImplementedError
+
+    def collapsed(self, V, C):
+        """True when the cavity has no width left to resolve (stop, converged)."""
+        return False
+
+    def reaction(self, C, g, V=None, weight=1.0):
+        """weight * V(C) applied to g. `V` is the cavity just computed from the same C (undamped), or
+        None (damped: C is the undamped denoiser's C_und, V(C_und) is computed here and `weight` is
+        1 - damping; a family applies the weight where its stored algorithm version did, so the
+        floating-point operations stay those of the results already stored)."""
+        raise NotImplementedError
+
+    def project(self, w):
+        """X w_hat: the pre-activations of the estimate before the reaction term is removed."""
+        raise NotImplementedError
+
+    def g_out(self, omega, V):
+        """(g, dg) of the family's channel at (omega, V) (a hook, so `self.channel` can hold the
+        channel object)."""
+        raise NotImplementedError
+
+    def fields(self, g, dg, w):
+        """(A, B): the prior-side precision and field from the channel's g, dg and the estimate."""
+        raise NotImplementedError
+
+    def denoise(self, B, A):
+        """(w_new, C_new): the prior's posterior mean and variance given the fields."""
+        raise NotImplementedError
+
+    def change(self, w_new, w):
+        """How much the estimate moved (compared with tol)."""
+        return float(np.sqrt(np.mean((w_new - w) ** 2)))
+
+    def record(self, w):
+        """What the trace keeps of an estimate (index 0 = the initialisation)."""
+        raise NotImplementedError
 
 
 @dataclass
-class GAMPTrace:
-    """Per-iteration metrics (index 0 = initialisation, length n_iter + 1)."""
+class GampRun:
+    """The outcome of `iterate`: one record per logged estimate (the initialisation first), the
+    iterations run, the flags, and the final estimate and variances."""
 
-    overlap: np.ndarray
-    self_overlap: np.ndarray
-    mse: np.ndarray
-    gen_error: np.ndarray
+    records: list
     n_iter: int
     converged: bool
-    x_hat: np.ndarray = None
+    diverged: bool
+    w: np.ndarray
+    C: np.ndarray
 
 
-def run_gamp(prior, channel, F, y, x_true, *, damping=0.0, max_iter=100, tol=1e-8, rng=None):
-    """Standard GAMP with per-sample variances.
+def _finite(*arrays):
+    return all(np.all(np.isfinite(a)) for a in arrays)
 
-    V_mu = sum_i F_{mu i}^2 c_i, omega = F x_hat - R, (g, dg) = channel.g_out(y, omega, V),
-    A_i = -sum_mu F_{mu i}^2 dg_mu, B_i = sum_mu F_{mu i} g_mu + A_i x_hat_i,
-    (x_hat, c) = prior.denoise(B, A); damping c_d mixes (x_hat, c) with their previous values.
-    Onsager reaction term R: undamped R = V g_old. With damping the estimate is x_hat_t = (1 - c_d)
-    x_new,t + c_d x_hat_{t-1}, so F x_hat_t carries (1 - c_d) of the new reaction and c_d of the old one:
-    R_t = (1 - c_d) V_new,t g_{t-1} + c_d R_{t-1}, V_new = sum_i F^2 c_new (the Jacobian of the undamped
-    denoiser). Subtracting the full V g_old (model method version 1) over-subtracts c_d V g_old, a
-    negative feedback that makes the uninformative fixed point of even channels stable (phase
-    retrieval y = |z|, alpha = 1.5, d = 1000, damping 0.3, 8 seeds: mean |cos(x_hat, x)| 0.025 instead of 1).
-    Initialised at the prior mean with c = rho; if that mean is 0 and the channel is even, x_hat gets
-    a tiny random part (from rng) so AMP can leave the uninformative fixed point.
-    Converged when mean |x_hat_new - x_hat_old|^2 < tol.
-    """
-    n, d = F.shape
-    F2 = F * F
-    rho = prior.rho
-    x_hat = np.full(d, float(prior.mean))
-    if prior.mean == 0 and getattr(channel, "even", False):
-        rng = np.random.default_rng(0) if rng is None else rng
-        x_hat = x_hat + 1e-3 * np.sqrt(rho) * rng.standard_normal(d)
-    c = np.full(d, rho)
-    c_und = c  # Jacobian of the undamped denoiser (enters the damped Onsager term)
-    g = np.zeros(n)
-    react = np.zeros(n)
 
-    ms, qs, es, gens = [], [], [], []
-
-    def record(xh):
-        m = float(xh @ x_true) / d
-        q = float(xh @ xh) / d
-        ms.append(m)
-        qs.append(q)
-        es.append(float(np.mean((xh - x_true) ** 2)))
-        gens.append(channel.plugin_error(rho, m, q))
-
-    record(x_hat)
-    converged = False
+def iterate(steps, *, max_iter, damping=0.0, tol=1e-8):
+    """Run GAMP with the family's `steps` (see the module docstring for one iteration)."""
+    if not 0.0 <= damping < 1.0:
+        raise ValueError(f"damping (weight of the old iterate) must be in [0, 1), got {damping}")
+    w, C, g = steps.initial()
+    C_und = C  # Jacobian of the undamped denoiser (enters the damped Onsager term)
+    react = np.zeros_like(g)
+    records = [steps.record(w)]
+    converged = diverged = False
     it = 0
     for it in range(1, max_iter + 1):
-        V = np.maximum(F2 @ c, 1e-300)
-        if damping:
-            react = (1 - damping) * np.maximum(F2 @ c_und, 1e-300) * g + damping * react
+        V = steps.cavity(C)
+        if steps.collapsed(V, C):
+            converged = True
+            it -= 1
+            break
+        if damping > 0:
+            react = steps.reaction(C_und, g, weight=1 - damping) + damping * react
         else:
-            react = V * g
-        omega = F @ x_hat - react
-        g, dg = channel.g_out(y, omega, V)
-        A = np.maximum(-(F2.T @ dg), 1e-300)  # A >= 0 at the Nishimori point; guard rounding
-        B = F.T @ g + A * x_hat
-        x_new, c_new = prior.denoise(B, A)
-        c_und = c_new
-        if damping:
-            x_new = (1 - damping) * x_new + damping * x_hat
-            c_new = (1 - damping) * c_new + damping * c
-        diff = float(np.mean((x_new - x_hat) ** 2))
-        x_hat, c = x_new, c_new
-        record(x_hat)
-        if diff < tol:
+            react = steps.reaction(C, g, V)
+        omega = steps.project(w) - react
+        g, dg = steps.g_out(omega, V)
+        if steps.divergence == "stop" and not _finite(g, dg):
+            diverged = True
+            it -= 1
+            break
+        A, B = steps.fields(g, dg, w)
+        w_new, C_new = steps.denoise(B, A)
+        C_und = C_new
+        if damping > 0:
+            w_new = (1 - damping) * w_new + damping * w
+            C_new = (1 - damping) * C_new + damping * C
+        if steps.divergence != "ignore" and not _finite(w_new):
+            if steps.divergence == "raise":
+                raise FloatingPointError("GAMP diverged (non-finite estimate)")
+            diverged = True
+            it -= 1
+            break
+        delta = steps.change(w_new, w)
+        w, C = w_new, C_new
+        records.append(steps.record(w))
+        if delta < tol:
             converged = True
             break
-    return GAMPTrace(overlap=np.asarray(ms), self_overlap=np.asarray(qs), mse=np.asarray(es),
-                     gen_error=np.asarray(gens), n_iter=it, converged=converged, x_hat=x_hat)
+    return GampRun(records, max(it, 0), converged, diverged, w, C)
+
+
+def sample_instance(alpha, d, rng, *, teacher, labels, tokens=None, normalise=True):
+    """(X, W*, labels) of one instance with n = round(alpha d) samples: X i.i.d. N(0, 1) of shape
+    (n, d) or (n, tokens, d), divided by sqrt(d) if `normalise`; W* = teacher(rng); labels(X, W*, rng).
+    The draw order (X, then the teacher, then the labels' noise) is the same for every family, so an
+    instance is a function of the point's seed alone."""
+    n = int(round(alpha * d))
+    X = rng.standard_normal((n, d) if tokens is None else (n, tokens, d))
+    if normalise:
+        X = X / np.sqrt(d)
+    W = teacher(rng)
+    return X, W, labels(X, W, rng)

@@ -1,18 +1,21 @@
-"""The model registry: what a sweep can name, which parameters it takes, and what it returns.
+"""The model registry and the contract every model follows: what a sweep can name, which parameters it
+takes, and what it returns.
 
-A *model* bundles the physics of one family (a prior, a channel, their state evolution, GAMP and
-thresholds) behind one small contract that the rest of seqphase relies on:
+A *model* is a table: its physical parameters and its methods.
 
 - `params`: the physical parameters with their valid ranges (alpha, rho, delta, ...). Every parameter
   becomes a labelled dimension of the stored dataset, so a changed value is a new point, never an
   overwrite.
-- `methods`: for each method ("se", "gamp", "threshold") its settings with defaults and ranges, an
-  algorithm version (bump it when results change, so stored points computed by the old code are
-  recomputed), and optional extra grid axes (e.g. the `transition` of a threshold sweep).
-- `layout(method, settings)`: the variables a point returns and their extra dimensions (seed,
-  iteration, the p x p overlap `row`/`col`, ...), known before anything runs so the store can write
-  its template once.
-- `run(method, params, settings, seed_sequence)`: compute one point; pure numpy, no I/O.
+- `methods`: name -> a `Method` object ("se", "gamp", "threshold", ...), subclassed once per method in
+  the family's core/<family>/model.py. It carries its settings with defaults and ranges, an algorithm
+  version (bump it when results change, so stored points computed by the old code are recomputed),
+  optional extra grid axes (e.g. the `transition` of a threshold sweep), and its code:
+  `layout(settings)` (the variables a point returns and their extra dims — seed, iteration, the p x p
+  `row`/`col`, ... — known before anything runs, so the store writes its template once),
+  `run(params, settings, seed_sequence)` (one point; pure numpy, no I/O) and `figure(...)`.
+- `check_point(method, params)`: relations between the parameters of one point.
+`Model.layout`, `Model.run` and `Model.figure` only look the method up, so a new family writes no
+dispatch on method names.
 
 Conventions used by every model (stated once here):
   alpha = n/d (samples per dimension); rho = E[x^2] of the prior (Gauss-Bernoulli: density of
@@ -20,8 +23,9 @@ Conventions used by every model (stated once here):
   (x_hat - x*)^2 per component; gen_error = test error of a new label (classification error for sign
   outputs, squared error otherwise).
 
-A user model outside the package is named "package.module:ClassName" in a spec; it must subclass
-`Model` and be importable on the workers.
+The registry `MODELS` maps a name to "module:Class" and imports the family only when asked for it; a
+user model outside the package is named the same way ("package.module:ClassName") in a spec; it must
+subclass `Model` and be importable on the workers.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from __future__ import annotations
 import importlib
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -124,13 +129,34 @@ class Layout:
 
 @dataclass
 class Method:
-    """A method of a model: its settings, algorithm version and the grid axes it adds."""
+    """A method of a model ("se", "gamp", "threshold", ...): its settings, algorithm version, the grid
+    axes it adds, and the code of one point.
+
+    A family's model.py subclasses it once per method and implements `layout` (what a point returns,
+    known before anything runs) and `run` (compute one point; numpy only); `figure` draws a stored
+    sweep of the method (the default is the generic figure of `core/figures.py`). `Model.layout`,
+    `Model.run` and `Model.figure` only look the method up and delegate, so a model is a table of
+    parameters and methods.
+    """
 
     settings: dict
     version: int
     doc: str
     axes: dict = field(default_factory=dict)  # grid dim -> setting of kind "choices" that spans it
     excludes: tuple = ()  # model params the method does not take (a threshold method computes alpha)
+    name: str = ""  # set by the Model from its methods table
+
+    def layout(self, settings):  # pragma: no cover - abstract
+        raise NotImplementedError(f"{type(self).__name__} does not define layout()")
+
+    def run(self, params, settings, seed_sequence):  # pragma: no cover - abstract
+        raise NotImplementedError(f"{type(self).__name__} does not define run()")
+
+    def figure(self, plt, ds, companions):
+        """The Figure of a stored sweep of this method (`ds` masked to the done points)."""
+        from seqphase.core import figures
+
+        return figures.generic(plt, ds, self.name, companions)
 
 
 @dataclass
@@ -193,44 +219,56 @@ class Model:
     def algorithm_version(self, method):
         return f"{self.name}/{method}/v{self.method(method).version}"
 
-    # -- what subclasses implement --------------------------------------------------------------
-    def layout(self, method, settings):  # pragma: no cover - abstract
-        raise NotImplementedError
+    def __post_init__(self):
+        for name, method in self.methods.items():
+            method.name = method.name or name
 
-    def run(self, method, params, settings, seed_sequence):  # pragma: no cover - abstract
-        raise NotImplementedError
+    # -- generic: delegate to the method object -------------------------------------------------
+    def layout(self, method, settings):
+        return self.method(method).layout(settings)
+
+    def run(self, method, params, settings, seed_sequence):
+        return self.method(method).run(params, settings, seed_sequence)
+
+    def figure(self, method, plt, ds, companions=None):
+        return self.method(method).figure(plt, ds, companions or {})
 
 
-def _registry():
-    # Imported lazily so `import seqphase` stays light and a broken optional model cannot break the CLI.
-    from seqphase.core.glm import GLMModel
-    from seqphase.core.multiindex_model import MultiIndexModel
-    from seqphase.core.smi_model import SMIModel
-
-    return {model.name: model for model in (GLMModel(), MultiIndexModel(), SMIModel())}
+#: The registry: model name -> "module:Class". Looked up by name only when a model is asked for, so
+#: `import seqphase` stays light, a broken optional model cannot break the CLI, and no module of a
+#: family is imported by this one (no import loop). A user model is named the same way in a spec.
+MODELS = {
+    "glm": "seqphase.core.glm.model:GLMModel",
+    "multiindex": "seqphase.core.multiindex.model:MultiIndexModel",
+    "smi": "seqphase.core.smi.model:SMIModel",
+}
 
 
 def model_names():
-    return sorted(_registry())
+    return sorted(MODELS)
+
+
+@lru_cache(maxsize=None)
+def _load(target):
+    module_name, _, class_name = target.partition(":")
+    return getattr(importlib.import_module(module_name), class_name)
 
 
 def get_model(name):
     """Look a model up by registry name, or import a user model given as "module:ClassName"."""
+    if name in MODELS:
+        return _load(MODELS[name])()
     if ":" in name:
-        module_name, _, class_name = name.partition(":")
         try:
-            cls = getattr(importlib.import_module(module_name), class_name)
+            cls = _load(name)
         except (ImportError, AttributeError) as exc:
             raise ParameterError("model", f"cannot import user model {name!r}: {exc}",
                                  "make the module importable (PYTHONPATH) on the driver and the workers")
         if not (isinstance(cls, type) and issubclass(cls, Model)):
             raise ParameterError("model", f"{name!r} is not a seqphase.core.models.Model subclass")
         return cls()
-    registry = _registry()
-    if name in registry:
-        return registry[name]
     raise ParameterError("model", f"unknown model {name!r}",
-                         f"use one of {', '.join(sorted(registry))} or 'module:ClassName'")
+                         f"use one of {', '.join(sorted(MODELS))} or 'module:ClassName'")
 
 
 def run_point(model_name, method, params, settings, seed_entropy, seed_key):

@@ -85,7 +85,7 @@ def provenance():
     import xarray
     import zarr
 
-    from seqphase import __version__
+    from seqphase.version import __version__
 
     return {"seqphase_version": __version__, "git_revision": git_revision(), "host": socket.gethostname(),
             "python": sys.version.split()[0],

@@ -70,7 +70,7 @@ def test_phase_retrieval_weak_recovery(store):
         "--store", store, "--workers", "1", "--no-progress")
     (row,) = rows(store, "glm-phase-retrieval-thresholds")
     assert float(row["alpha_stability"]) == pytest.approx(0.5, abs=1e-6)
-    # The bisection's criterion is biased by up to ~0.5% above alpha_c (core/thresholds.py): agree to < 1%.
+    # The bisection's criterion is biased by up to ~0.5% above alpha_c (core/glm/thresholds.py): agree to < 1%.
     assert float(row["alpha_bisection"]) == pytest.approx(0.5, rel=1e-2)
     assert float(row["relative_gap"]) < 1e-2
 

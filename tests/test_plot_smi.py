@@ -1,4 +1,4 @@
-"""`seqphase plot` for the deep tied attention sweeps (results/plot_smi.py): each figure carries the
+"""`seqphase plot` for the deep tied attention sweeps (core/smi/figures.py, called by the smi model's methods): each figure carries the
 dataset's own numbers, the published curves read from the shipped CSVs, the companion sweeps named in
 the spec's [plot] table; a sweep with nothing finished is a one-line error.
 
@@ -19,7 +19,7 @@ from seqphase.cluster.tasks import execute_point
 from seqphase.core.errors import SeqphaseError
 from seqphase.results import plot as plot_module
 from seqphase.results.plot import make_figure
-from seqphase.results.plot_smi import published
+from seqphase.core.smi.figures import published
 from seqphase.results.query import open_results
 from seqphase.results.store import DONE, Store
 from seqphase.sweeps.planner import payload, plan_sweep

@@ -13,6 +13,29 @@ import numpy as np
 from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, Variable
 
 
+class ToySE(Method):
+    """The toy's only method: a closed form, plus three draws of the point's random stream."""
+
+    def layout(self, settings):
+        return Layout({"row": np.arange(1, 2), "col": np.arange(1, 2), "seed": np.arange(3)},
+                      {"overlap": Variable(("row", "col"), "f8", "alpha/(1+alpha)"),
+                       "gen_error": Variable((), "f8", "1 - overlap"),
+                       "noise": Variable(("seed",), "f8", "three draws of the point's stream")})
+
+    def run(self, params, settings, seed_sequence):
+        time.sleep(params["sleep"])
+        if params["fail"] == "always":
+            raise RuntimeError(f"injected failure at alpha={params['alpha']}")
+        if params["fail"] == "once":
+            marker = Path(os.environ["TOYMODEL_MARKERS"]) / f"{params['alpha']!r}"
+            if not marker.exists():
+                marker.write_text("failed once")
+                raise RuntimeError(f"injected one-off failure at alpha={params['alpha']}")
+        value = settings["scale"] * params["alpha"] / (1.0 + params["alpha"])
+        noise = np.random.default_rng(seed_sequence).standard_normal(3)
+        return {"overlap": np.full((1, 1), value), "gen_error": 1.0 - value, "noise": noise}
+
+
 class ToyModel(Model):
     def __init__(self):
         super().__init__(
@@ -25,25 +48,6 @@ class ToyModel(Model):
                 # An int parameter: stored as a float coordinate, it must hash as an int on retry.
                 "copies": Param("copies", "int", "unused integer parameter", 1, low=1, low_inclusive=True),
             },
-            methods={"se": Method({"scale": Param("scale", "float", "output scale", 1.0, low=0.0)}, version=1,
-                                  doc="closed form")},
+            methods={"se": ToySE({"scale": Param("scale", "float", "output scale", 1.0, low=0.0)}, version=1,
+                                 doc="closed form")},
         )
-
-    def layout(self, method, settings):
-        return Layout({"row": np.arange(1, 2), "col": np.arange(1, 2), "seed": np.arange(3)},
-                      {"overlap": Variable(("row", "col"), "f8", "alpha/(1+alpha)"),
-                       "gen_error": Variable((), "f8", "1 - overlap"),
-                       "noise": Variable(("seed",), "f8", "three draws of the point's stream")})
-
-    def run(self, method, params, settings, seed_sequence):
-        time.sleep(params["sleep"])
-        if params["fail"] == "always":
-            raise RuntimeError(f"injected failure at alpha={params['alpha']}")
-        if params["fail"] == "once":
-            marker = Path(os.environ["TOYMODEL_MARKERS"]) / f"{params['alpha']!r}"
-            if not marker.exists():
-                marker.write_text("failed once")
-                raise RuntimeError(f"injected one-off failure at alpha={params['alpha']}")
-        value = settings["scale"] * params["alpha"] / (1.0 + params["alpha"])
-        noise = np.random.default_rng(seed_sequence).standard_normal(3)
-        return {"overlap": np.full((1, 1), value), "gen_error": 1.0 - value, "noise": noise}

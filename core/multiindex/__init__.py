@@ -1,1 +1,2 @@
-"""Multi-index models (p > 1): channels, p x p state evolution, GAMP and the grand staircase."""
+"""Multi-index models y = g(W x / sqrt d), W in R^{p x d}: channels, p x p state evolution, GAMP, the
+thresholds and the grand staircase, the model (methods se, gamp, threshold) and its figures."""

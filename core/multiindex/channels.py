@@ -5,8 +5,9 @@ Interface (all batched over samples; y (n,), omega (n, p), V (p, p) or (n, p, p)
 * ``sample(z, rng) -> y`` for z (n, p);
 * ``posterior(y, omega, V) -> (logZ, mean, second)``: log Z_out (probability or density of y),
   E[z | y, omega, V] and E[z z^T | y, omega, V] by vectorised quadrature (see `posterior.py`);
-* ``g_out(y, omega, V) -> (g (n, p), dg (n, p, p))``: g = V^-1 (E[z|y] - omega) and
-  dg = V^-1 Cov[z|y] V^-1 - V^-1 (analytic from the posterior moments, no finite differences);
+* ``g_out(y, omega, V) -> (g (n, p), dg (n, p, p))``: the protocol of `core/channel.py`,
+  g = V^-1 (E[z|y] - omega) and dg = V^-1 Cov[z|y] V^-1 - V^-1 (analytic from the posterior moments,
+  no finite differences);
 * ``cond_moments(y) -> (E[z|y], E[z z^T|y])`` at omega = 0, V = I (threshold code);
 * ``y_rule(fine)``: a rule (nodes, weights) for integrals over y, Lebesgue measure (continuous y) or
   counting measure (discrete y); E_{y|omega,V} f = sum_k w_k exp(logZ(y_k, omega, V)) f(y_k);
@@ -15,16 +16,24 @@ Interface (all batched over samples; y (n,), omega (n, p), V (p, p) or (n, p, p)
 Channel names (registry `MI_CHANNELS`): "z1z2", "sign-z1z2", "norm2" (||z||^2, p = 1, 2), "z1z2z3",
 "sign-z1z2z3", "committee3" (sum_{k<=3} sign z_k), "staircase" (z1^2 + sign(z1 z2 z3)),
 "square" (z^2, p = 1) and "abs" (|z|, p = 1).
+
+`MIChannel` subclasses the protocol `core.channel.Channel`. The p = 1 channels "square" and "abs" ARE
+the scalar closed-form channels of `core/channel.py` (`SquareChannel`, `AbsChannel`): their g_out,
+posterior and sample are the scalar kernel's (the GLM evaluates the same code), only the threshold
+interface (cond_moments, y_rule, base_law) is added here. "norm2" with p = 1 keeps its own two-root
+posterior (the same law as "square", evaluated by logsumexp over z = +-sqrt(y); the tests check the
+two agree to rounding).
 """
 
 from __future__ import annotations
 
 import itertools
-from functools import lru_cache
 
 import numpy as np
 
+from seqphase.core.channel import AbsChannel, Channel, SquareChannel
 from seqphase.core.errors import ParameterError
+from seqphase.core.numerics import panel_rule
 
 from . import posterior as post
 
@@ -32,17 +41,10 @@ from . import posterior as post
 P_MAX = 3
 
 
-@lru_cache(maxsize=32)
-def _panel_rule(a, b, width, nodes):
-    n_pan = max(1, int(np.ceil((b - a) / width)))
-    x, w = np.polynomial.legendre.leggauss(nodes)
-    edges = np.linspace(a, b, n_pan + 1)
-    half = np.diff(edges)[:, None] / 2
-    mid = (edges[:-1, None] + edges[1:, None]) / 2
-    return (mid + half * x).ravel(), (half * w).ravel()
+class MIChannel(Channel):
+    """A multi-index channel: the protocol's sample / g_out, plus the posterior moments that g_out is
+    derived from and the threshold interface (see the module docstring)."""
 
-
-class MIChannel:
     name = "mi-channel"
     p = 1
     even = True  # E[z | y] = 0 at omega = 0, V = I
@@ -194,7 +196,7 @@ class Z1Z2(MIChannel):
 
     def y_rule(self, fine=True):
         a, b = (-40.0, np.log(80.0)) if fine else (-24.0, np.log(40.0))
-        s, w = _panel_rule(a, b, 1.0 if fine else 2.0, 10 if fine else 6)
+        s, w = panel_rule(a, b, 1.0 if fine else 2.0, 10 if fine else 6)
         t = np.exp(s)
         return np.concatenate([-t[::-1], t]), np.concatenate([(w * t)[::-1], w * t])
 
@@ -211,7 +213,7 @@ class Z1Z2Z3(MIChannel):
 
     def y_rule(self, fine=True):
         a, b = (-50.0, np.log(400.0)) if fine else (-30.0, np.log(200.0))
-        s, w = _panel_rule(a, b, 1.0 if fine else 2.5, 10 if fine else 6)
+        s, w = panel_rule(a, b, 1.0 if fine else 2.5, 10 if fine else 6)
         t = np.exp(s)
         return np.concatenate([-t[::-1], t]), np.concatenate([(w * t)[::-1], w * t])
 
@@ -255,7 +257,7 @@ class Norm2(MIChannel):
         return np.zeros((y.shape[0], self.p)), (y / self.p)[:, None, None] * np.eye(self.p)
 
     def y_rule(self, fine=True):
-        r, w = _panel_rule(0.0, 14.0, 0.5 if fine else 1.0, 10 if fine else 6)
+        r, w = panel_rule(0.0, 14.0, 0.5 if fine else 1.0, 10 if fine else 6)
         return r**2, 2 * r * w
 
     def base_law(self, fine=True):
@@ -268,34 +270,31 @@ class Norm2(MIChannel):
         return f"Norm2(p={self.p})"
 
 
-class Square(Norm2):
+class Square(SquareChannel, Norm2):
+    """y = z^2 (p = 1): the scalar closed-form channel `core.channel.SquareChannel` (g_out, posterior
+    and sample come first in the MRO) with the threshold interface of norm2 at p = 1 (cond_moments,
+    y_rule, base_law)."""
+
     name = "square"
 
     def __init__(self):
-        super().__init__(1)
+        Norm2.__init__(self, 1)
 
 
-class Abs(Norm2):
-    """y = |z| (p = 1): the posterior of z^2 at y^2, density times 2y."""
+class Abs(AbsChannel, MIChannel):
+    """y = |z| (p = 1): the scalar closed-form channel `core.channel.AbsChannel` (g_out, posterior and
+    sample) with the threshold interface: E[z | y] = 0, E[z^2 | y] = y^2 at omega = 0, V = 1, and the
+    half-normal law of y."""
 
     name = "abs"
-
-    def __init__(self):
-        super().__init__(1)
-
-    def sample(self, z, rng):
-        return np.abs(np.asarray(z)[:, 0])
-
-    def _posterior(self, y, omega, V):
-        logZ, mean, second = super()._posterior(y**2, omega, V)
-        return logZ + np.log(2 * y), mean, second
+    p = 1
 
     def cond_moments(self, y):
         y = np.asarray(y, float).reshape(-1)
         return np.zeros((y.shape[0], 1)), (y**2)[:, None, None] * np.ones((1, 1))
 
     def y_rule(self, fine=True):
-        return _panel_rule(0.0, 14.0, 0.5 if fine else 1.0, 10 if fine else 6)
+        return panel_rule(0.0, 14.0, 0.5 if fine else 1.0, 10 if fine else 6)
 
     def base_law(self, fine=True):
         y, w = self.y_rule(True)
@@ -339,8 +338,8 @@ class Staircase(MIChannel):
         return post._logsumexp_combine(parts)
 
     def y_rule(self, fine=True):
-        r1, w1 = _panel_rule(0.0, np.sqrt(2.0), 0.5 if fine else 1.5, 10 if fine else 6)
-        r2, w2 = _panel_rule(0.0, 14.0, 0.5 if fine else 1.0, 10 if fine else 6)
+        r1, w1 = panel_rule(0.0, np.sqrt(2.0), 0.5 if fine else 1.5, 10 if fine else 6)
+        r2, w2 = panel_rule(0.0, 14.0, 0.5 if fine else 1.0, 10 if fine else 6)
         return np.concatenate([-1 + r1**2, 1 + r2**2]), np.concatenate([2 * r1 * w1, 2 * r2 * w2])
 
 

@@ -1,4 +1,6 @@
-"""GAMP for multi-index models with a Gaussian prior N(0, I_p) (spec §1.2), p x p Onsager terms.
+"""GAMP for multi-index models with a Gaussian prior N(0, I_p) (spec §1.2), p x p Onsager terms: the
+prior and channel steps (`MISteps`) of the one GAMP loop of `core/gamp.py`, which owns the iteration,
+the damping and its consistent Onsager (reaction) term, the trace and the stops.
 
 Per sample V_mu = sum_i X_mu_i^2 C_i (p x p), per coordinate C_i = (I + A_i)^-1; batched with einsum.
 The X^T products are computed as (g^T X)^T (one pass over the C-ordered X, 3x faster than X.T @ g with
@@ -31,14 +33,15 @@ Variance update (`variance`):
   iterations, mean singular value of M: alpha 2: 0.877 +- 0.071 (nishimori; one seed frozen at 0.40) ->
   0.951 +- 0.025; alpha 3: 0.979 +- 0.015 -> 0.999 +- 0.012; alpha 4: 0.991 +- 0.011 -> 0.997 +- 0.010
   (SE: q = 1; a perfect estimate has the singular values of W* W*^T / d, 1 +- O(1/sqrt d)).
-Damping c (x <- (1 - c) x_new + c x_old on the estimate and on C) keeps the Onsager term consistent:
-the reaction term of omega is damped with the same weight, R_t = (1 - c) V_new,t g_{t-1} + c R_{t-1}
-with V_new = sum_i X^2 C_new (the Jacobian of the undamped denoiser), because X w_hat_t = (1 - c) X w_new,t
-+ c X w_hat_{t-1} carries (1 - c) of the new reaction and c of the old one. Subtracting the full V g_{t-1}
-(as before version 2 of the model's gamp method) over-subtracts c V g_{t-1}, a negative feedback that made
-the uninformative fixed point stable: no learning at all with damping 0.3 (z1 z2, alpha = 1.5, d = 400:
-mean singular value 0.011 +- 0.002; the same happens to the GLM phase-retrieval GAMP), against 0.557 +-
-0.024 with the consistent term (undamped: 0.551 +- 0.031). Without damping nothing changes.
+Damping: the damping-consistent Onsager term is the loop's (`core/gamp.py`). For this family it is what
+makes damped GAMP learn at all: with the full V g_old subtracted from a damped estimate (before version
+2 of the model's gamp method) the uninformative fixed point was stable (z1 z2, alpha = 1.5, d = 400,
+damping 0.3: mean singular value 0.011 +- 0.002, against 0.557 +- 0.024 with the consistent term and
+0.551 +- 0.031 undamped). The damped reaction uses the raw X2 @ C_und (not symmetrised), the undamped
+one the symmetrised cavity V, as the loop of versions 2-3 did (bit-identical results).
+Stops: the collapse of the cavity (trace V_mu < v_min p for every mu: the estimate is a fixed point of
+zero posterior variance, exact recovery or an exact spurious interpolator; the posterior quadrature is
+meaningless below machine precision), convergence, or a non-finite estimate (FloatingPointError).
 Side information lambda enters the prior denoiser as an extra Gaussian observation
 b_i += lambda w*_i + sqrt(lambda) xi_i, A_i += lambda I. The channel's `g_out` is the one SE uses.
 """
@@ -49,13 +52,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from seqphase.core import gamp
+from seqphase.core.numerics import sym
+
 
 def sample_instance(channel, alpha, d, rng):
-    n = int(round(alpha * d))
-    X = rng.standard_normal((n, d)) / np.sqrt(d)
-    W = rng.standard_normal((channel.p, d))
-    y = channel.sample(X @ W.T, rng)
-    return X, W, y
+    """(X, W*, y): X (n, d) i.i.d. N(0, 1/d), W* (p, d) i.i.d. N(0, 1), y = channel.sample(X W*^T)."""
+    return gamp.sample_instance(alpha, d, rng, teacher=lambda r: r.standard_normal((channel.p, d)),
+                                labels=lambda X, W, r: channel.sample(X @ W.T, r))
 
 
 @dataclass
@@ -66,77 +70,93 @@ class GampTrace:
     converged: bool
 
 
-def run_gamp(channel, X, y, W_star, *, max_iter=100, damping=0.0, tol=1e-8, side_info=0.0, rng=None,
-             init_scale=1e-3, variance="auto", v_min=1e-9, q_switch=0.9):
-    if variance not in ("nishimori", "analytic", "auto"):
-        raise ValueError(f"variance must be 'nishimori', 'analytic' or 'auto', got {variance!r}")
-    rng = rng if rng is not None else np.random.default_rng(0)
-    n, d = X.shape
-    p = channel.p
-    X2 = X * X
-    what = init_scale * rng.standard_normal((d, p))  # uninformed start (tiny random)
-    C = np.broadcast_to(np.eye(p), (d, p, p)).copy()
-    C_und = C  # Jacobian of the undamped denoiser (enters the Onsager term)
-    g = np.zeros((n, p))
-    react = np.zeros((n, p))  # Onsager reaction term of omega (damped like the estimate)
-    side_b = side_info * W_star.T + np.sqrt(side_info) * rng.standard_normal((d, p)) if side_info > 0 else 0.0
-    overlaps = [what.T @ W_star.T / d]
-    selfs = [what.T @ what / d]
-    converged = False
-    rescale = False  # auto: analytic total precision switched on
-    it = 0
-    for it in range(1, max_iter + 1):
-        V = (X2 @ C.reshape(d, p * p)).reshape(n, p, p)  # BLAS (einsum here was 90% of the run time)
-        V = 0.5 * (V + np.swapaxes(V, 1, 2))
-        if variance == "auto" and not rescale:
+class MISteps(gamp.GampSteps):
+    """Gaussian prior N(0, I_p) per coordinate, multi-index channel: per-sample cavity covariances
+    V (n, p, p), per-coordinate posterior covariances C (d, p, p), estimate W_hat^T (d, p)."""
+
+    divergence = "raise"
+
+    def __init__(self, channel, X, y, W_star, *, side_info, rng, init_scale, variance, v_min, q_switch):
+        self.channel, self.X, self.y, self.W_star = channel, X, y, W_star
+        self.side_info, self.variance, self.v_min, self.q_switch = side_info, variance, v_min, q_switch
+        n, d = X.shape
+        p = channel.p
+        self.n, self.d, self.p = n, d, p
+        self.X2 = X * X
+        # draw order of an instance's stream: the start, then the side-information noise
+        self.w0 = init_scale * rng.standard_normal((d, p))  # uninformed start (tiny random)
+        self.side_b = (side_info * W_star.T + np.sqrt(side_info) * rng.standard_normal((d, p))
+                       if side_info > 0 else 0.0)
+        self.rescale = False  # auto: analytic total precision switched on
+
+    def initial(self):
+        C = np.broadcast_to(np.eye(self.p), (self.d, self.p, self.p)).copy()
+        return self.w0, C, np.zeros((self.n, self.p))
+
+    def _raw_cavity(self, C):
+        n, d, p = self.n, self.d, self.p
+        return (self.X2 @ C.reshape(d, p * p)).reshape(n, p, p)  # BLAS (einsum here was 90% of the run time)
+
+    def cavity(self, C):
+        V = sym(self._raw_cavity(C))
+        if self.variance == "auto" and not self.rescale:
             # informative in every direction (1 - lambda_max of the mean cavity variance >= q_switch):
             # from now on the total precision is the analytic one (for good)
-            rescale = 1.0 - np.linalg.eigvalsh(V.mean(0)).max() >= q_switch
-        if np.trace(V, axis1=1, axis2=2).max() < v_min * p:
-            # every cavity variance ~ 0: the estimate is a fixed point of zero posterior variance (exact
-            # recovery, or an exact spurious interpolator below the IT threshold); the posterior
-            # quadrature is meaningless below machine precision, so stop here (converged)
-            converged = True
-            it -= 1
-            break
-        if damping > 0:
-            V_und = (X2 @ C_und.reshape(d, p * p)).reshape(n, p, p)
-            react = (1 - damping) * np.einsum("njk,nk->nj", V_und, g) + damping * react
-        else:
-            react = np.einsum("njk,nk->nj", V, g)
-        omega = X @ what - react
-        g_new, dg = channel.g_out(y, omega, V)
-        g = g_new  # never damped: the Onsager term needs the g of the previous iteration itself
-        if variance == "analytic":
-            A = -(dg.reshape(n, p * p).T @ X2).T.reshape(d, p, p)
-            A = 0.5 * (A + np.swapaxes(A, 1, 2))
+            self.rescale = 1.0 - np.linalg.eigvalsh(V.mean(0)).max() >= self.q_switch
+        return V
+
+    def collapsed(self, V, C):
+        # every cavity variance ~ 0: nothing left for the posterior quadrature to resolve
+        return np.trace(V, axis1=1, axis2=2).max() < self.v_min * self.p
+
+    def reaction(self, C, g, V=None, weight=1.0):
+        if V is None:  # damped: V(C_und) of the undamped denoiser, unsymmetrised like the loop of v2-v3
+            V = self._raw_cavity(C)
+        react = np.einsum("njk,nk->nj", V, g)
+        return react if weight == 1.0 else weight * react
+
+    def project(self, w):
+        return self.X @ w
+
+    def g_out(self, omega, V):
+        return self.channel.g_out(self.y, omega, V)
+
+    def fields(self, g, dg, w):
+        n, d, p = self.n, self.d, self.p
+        if self.variance == "analytic":
+            A = sym(-(dg.reshape(n, p * p).T @ self.X2).T.reshape(d, p, p))
             lam, U = np.linalg.eigh(A)
             if lam.min() < 0:  # a precision: keep it PSD (C = (I + A)^-1 positive definite)
                 A = np.einsum("ijk,ik,ilk->ijl", U, np.maximum(lam, 0.0), U)
         else:
-            A = ((g[:, :, None] * g[:, None, :]).reshape(n, p * p).T @ X2).T.reshape(d, p, p)
-            if rescale:  # auto, informative phase: Nishimori shape, analytic scale
+            A = ((g[:, :, None] * g[:, None, :]).reshape(n, p * p).T @ self.X2).T.reshape(d, p, p)
+            if self.rescale:  # auto, informative phase: Nishimori shape, analytic scale
                 t_an = -np.trace(dg, axis1=1, axis2=2).sum()
                 t_n = np.sum(g * g)
                 if t_an > 0 and t_n > 0:
                     A = A * (t_an / t_n)
-        b = (g.T @ X).T + np.einsum("ijk,ik->ij", A, what) + side_b
-        A = A + side_info * np.eye(p)
-        C_new = np.linalg.inv(np.eye(p) + A)
-        w_new = np.einsum("ijk,ik->ij", C_new, b)
-        w_new = (1 - damping) * w_new + damping * what
-        C = (1 - damping) * C_new + damping * C
-        C_und = C_new
-        delta = np.sqrt(np.mean((w_new - what) ** 2))
-        what = w_new
-        overlaps.append(what.T @ W_star.T / d)
-        selfs.append(what.T @ what / d)
-        if not np.all(np.isfinite(what)):
-            raise FloatingPointError("GAMP diverged (non-finite estimate)")
-        if delta < tol:
-            converged = True
-            break
-    return GampTrace(np.array(overlaps), np.array(selfs), max(it, 0), converged)
+        B = (g.T @ self.X).T + np.einsum("ijk,ik->ij", A, w) + self.side_b
+        return A + self.side_info * np.eye(p), B
+
+    def denoise(self, B, A):
+        C = np.linalg.inv(np.eye(self.p) + A)
+        return np.einsum("ijk,ik->ij", C, B), C
+
+    def record(self, w):
+        return w.T @ self.W_star.T / self.d, w.T @ w / self.d
+
+
+def run_gamp(channel, X, y, W_star, *, max_iter=100, damping=0.0, tol=1e-8, side_info=0.0, rng=None,
+             init_scale=1e-3, variance="auto", v_min=1e-9, q_switch=0.9):
+    """GAMP on one instance (see the module docstring); returns its per-iteration overlaps."""
+    if variance not in ("nishimori", "analytic", "auto"):
+        raise ValueError(f"variance must be 'nishimori', 'analytic' or 'auto', got {variance!r}")
+    rng = rng if rng is not None else np.random.default_rng(0)
+    steps = MISteps(channel, X, y, W_star, side_info=side_info, rng=rng, init_scale=init_scale,
+                    variance=variance, v_min=v_min, q_switch=q_switch)
+    run = gamp.iterate(steps, max_iter=max_iter, damping=damping, tol=tol)
+    overlaps, selfs = zip(*run.records)
+    return GampTrace(np.array(overlaps), np.array(selfs), run.n_iter, run.converged)
 
 
 def variance_gain(channel, direction, n=200_000, eps=1e-3, rng=None):

@@ -3,7 +3,7 @@
     Qhat = alpha E_{xi, y}[g_out g_out^T](omega = Q^{1/2} xi, V = I - Q) + lambda I,
     Q    = Qhat (I + Qhat)^{-1},  symmetrised,
 
-iterated with `seqphase.core.se.fixed_point` (damping, tolerance, residual log). lambda >= 0 is side
+iterated with `seqphase.core.numerics.fixed_point` (damping, tolerance, residual log). lambda >= 0 is side
 information. Two expectation engines, both calling the channel's `g_out`:
 
 * "mc": common random numbers (xi, u) drawn once, y = g(omega + (I - Q)^{1/2} u) sampled exactly
@@ -21,25 +21,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from seqphase.core.errors import ParameterError
-from seqphase.core.quadrature import gauss_hermite
-from seqphase.core.se import fixed_point
-from seqphase.core.thresholds import narrow_bracket
-
-
-def sym(A):
-    return 0.5 * (A + np.swapaxes(A, -1, -2))
-
-
-def psd_sqrt(Q):
-    w, U = np.linalg.eigh(sym(Q))
-    return (U * np.sqrt(np.clip(w, 0.0, None))) @ U.T
-
-
-def gh_product(p, n):
-    x, w = gauss_hermite(n)
-    nodes = np.array(list(itertools.product(x, repeat=p)))
-    weights = np.prod(np.array(list(itertools.product(w, repeat=p))), axis=1)
-    return nodes, weights
+from seqphase.core.numerics import (
+    fixed_point,
+    gauss_hermite,
+    gh_product,
+    panel_rule,
+    psd_sqrt,
+    sym,
+)
 
 
 class Expectation:
@@ -179,45 +168,6 @@ def learned(channel, alpha, *, expect, side_info=1e-12, q0=1e-6, overlap_cut=1e-
     return bool(top[-1] > top[burn_in]), max_iter
 
 
-def bisect_alpha(is_learned, lo, hi, rtol=1e-3, guess=None, bracket=0.05, max_walk=4):
-    """Smallest alpha in [lo, hi] at which is_learned(alpha) is True (inf if not learned at hi).
-
-    With `guess` (e.g. the stability value) the bracket guess (1 -+ bracket) is tried first. If the
-    transition lies outside it, the bracket walks away from the guess with doubling steps (guess
-    (1 - 2 bracket), (1 - 4 bracket), ... or upwards, at most `max_walk` steps) until it brackets the
-    transition or reaches lo / hi: a guess 3-5% off costs 2-3 more evaluations instead of a bisection
-    of the whole [lo, hi] (~9-11 more at rtol 2e-3). The ends are checked as without a guess, so the
-    guess only saves steps, it never decides the answer."""
-    if guess is not None and np.isfinite(guess) and lo < guess * (1 - bracket) and guess * (1 + bracket) < hi:
-        step = bracket
-        if is_learned(guess * (1 + bracket)):
-            top = guess * (1 + bracket)  # learned here: walk down
-            for _ in range(max_walk):
-                if guess * (1 - step) <= lo:
-                    break
-                below = guess * (1 - step)
-                if not is_learned(below):
-                    return narrow_bracket(is_learned, below, top, rtol)
-                top, step = below, 2 * step
-            hi = top
-        else:
-            bottom = guess * (1 + bracket)  # not learned here: walk up
-            for _ in range(max_walk):
-                if guess * (1 + 2 * step) >= hi:
-                    break
-                step *= 2
-                above = guess * (1 + step)
-                if is_learned(above):
-                    return narrow_bracket(is_learned, bottom, above, rtol)
-                bottom = above
-            lo = bottom
-    if not is_learned(hi):
-        return np.inf
-    if is_learned(lo):
-        return lo
-    return narrow_bracket(is_learned, lo, hi, rtol)
-
-
 # ---------------------------------------------------------------------------------------------
 # accurate SE on the isotropic family Q = q I (z1 z2, sign(z1 z2), z1 z2 z3)
 def _iso_y_rule(channel, res):
@@ -227,10 +177,8 @@ def _iso_y_rule(channel, res):
     if channel.discrete:
         y = channel.labels().astype(float)
         return y, np.ones_like(y)
-    from .channels import _panel_rule
-
     top = np.log(80.0) if channel.p == 2 else np.log(400.0)
-    s, w = _panel_rule(-18.0, float(top), 1.0 / res, 10)
+    s, w = panel_rule(-18.0, float(top), 1.0 / res, 10)
     t = np.exp(s)
     return np.concatenate([-t[::-1], t]), np.concatenate([(w * t)[::-1], w * t])
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize
 
-from seqphase.core.errors import ParameterError
+from seqphase.core.numerics import bisect_alpha, gauss_hermite
 
 from . import se as mse
 from .channels import SignZ1Z2
@@ -146,7 +146,7 @@ def bisect_easy(channel, lo, hi, rtol, side_info, n_gh=3, direction=None, guess=
         return mse.learned(channel, a, expect=expect, side_info=side_info, direction=direction,
                            burn_in=0, trend_iter=2)[0]
 
-    return mse.bisect_alpha(is_learned, lo, hi, rtol, guess=guess)
+    return bisect_alpha(is_learned, lo, hi, rtol, guess=guess)
 
 
 #: channels whose SE keeps Q = q I (permutation invariance and paired sign flips) and whose F has
@@ -167,7 +167,7 @@ def bisect_easy_iso(channel, lo, hi, rtol, side_info, guess=None, q0=1e-6, steps
             tops.append(q)
         return bool(np.all(np.diff(tops) > 0))
 
-    return mse.bisect_alpha(is_learned, lo, hi, rtol, guess=guess)
+    return bisect_alpha(is_learned, lo, hi, rtol, guess=guess)
 
 
 def staircase(channel, *, alpha_lo=0.05, alpha_hi=20.0, rtol=1e-3, side_info=1e-12, bisection=True):
@@ -251,7 +251,7 @@ def staircase_later(channel, P1, *, alpha_hi, rtol, side_info, bisection):
         return staircase_m1(channel, a) > 0.99
 
     lo = 0.5
-    a_perf = mse.bisect_alpha(perfect, lo, alpha_hi, max(rtol, 2e-3))
+    a_perf = bisect_alpha(perfect, lo, alpha_hi, max(rtol, 2e-3))
     sign2 = SignZ1Z2()
     a_perp, _, _ = easy_threshold(sign2)
     a_perp_b = bisect_easy(sign2, 0.5, alpha_hi, rtol, side_info, guess=a_perp) if bisection else np.nan
@@ -281,7 +281,7 @@ def committee_branch_m(channel, alpha, *, n_gh=40, tol=1e-10, max_iter=2000, m0=
     if m0 is None:
         m0 = cache[min(cache, key=lambda a: abs(a - alpha))] if cache else 1e-3
     e = E_COMMITTEE
-    x, w = mse.gauss_hermite(n_gh)
+    x, w = gauss_hermite(n_gh)
     labels = channel.labels().astype(float)
 
     def mhat(m):
@@ -320,7 +320,7 @@ def committee_lambda_perp(channel, m, n_gh=40):
     """lambda_perp(m) = E_{xi,y}[(c - 1)^2], c = E[|z_perp|^2 | y, omega] / 2 (G_perp = (c-1) P_perp)."""
     e = E_COMMITTEE
     Pp = np.eye(3) - np.outer(e, e)
-    x, w = mse.gauss_hermite(n_gh)
+    x, w = gauss_hermite(n_gh)
     V = np.eye(3) - m * np.outer(e, e)
     om = np.sqrt(m) * x[:, None] * e[None, :]
     tot = 0.0
@@ -348,7 +348,7 @@ def committee_specialisation(channel, *, alpha_hi=40.0, rtol=1e-3, bisection=Tru
         Pp = np.eye(3) - np.outer(e, e)
         expect = mse.Expectation(channel, "quadrature", n_gh=5)
 
-        x, w = mse.gauss_hermite(40)
+        x, w = gauss_hermite(40)
         F = np.linalg.svd(Pp)[0][:, :2]  # orthonormal basis of the perp plane
         pm = np.array([1.0, -1.0])
         # rotated rule: 40 GH nodes along e (the branch rule), the 2-point rule (+-1, weight 1/4) in
@@ -380,5 +380,5 @@ def committee_specialisation(channel, *, alpha_hi=40.0, rtol=1e-3, bisection=Tru
                 tops.append(d)
             return bool(np.all(np.diff(tops) > 0))
 
-        a_b = mse.bisect_alpha(grows, 0.5 * lo, alpha_hi, rtol, guess=a_s)
+        a_b = bisect_alpha(grows, 0.5 * lo, alpha_hi, rtol, guess=a_s)
     return Stage(KIND_EASY, a_s, a_b, np.eye(3))

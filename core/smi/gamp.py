@@ -2,28 +2,29 @@
 
 Data: X (n, T, d) i.i.d. N(0, 1) (sequences, rows are tokens), W* (p, d) i.i.d. N(0, 1), indices
 z_mu = W* X_mu^T / sqrt(d) (p, T), labels u_mu = channel.labels_of_z(z_mu) (the lossless encoding of the
-T x T attention matrix y_mu, see `channel.py`). Prior: every column w_i in R^p ~ N(0, I_p).
+T x T attention matrix y_mu, see `channels.py`). Prior: every column w_i in R^p ~ N(0, I_p).
 
 Iteration (the paper's version "without indices", Eq. 112: the prior is Gaussian and the same for every
 column, and sum_i X_mu,t,i^2 / d -> 1, so one p x p C_hat serves every column and every sample):
 
     V      = C_hat + eps I                                         (p x p) cavity covariance
     omega  = W_hat X_mu^T / sqrt(d) - R_t                          (n, p, T)  R_t: reaction term
-    g, dg  = channel.g_out(u, omega, V)                            (n, p, T), (n, T, p, p)
+    g, dg  = channel.g_out_tokens(u, omega, V)                     (n, p, T), (n, T, p, p)
     A      = -(1/d) sum_mu sum_t dg[mu, t]                         ("analytic", the reference's choice)
            or (1/d) sum_mu sum_t g[mu, :, t] g[mu, :, t]^T          ("nishimori": E[g g^T] = -E[dg])
     B      = (1/sqrt(d)) sum_mu g_mu X_mu + A W_hat                (p x d)
     W_new  = (I + A + lambda I)^-1 (B + sqrt(lambda) S),  C_new = (I + A + lambda I)^-1
     W_hat  <- (1 - c) W_new + c W_hat,   C_hat <- (1 - c) C_new + c C_hat
 
-`channel.g_out` is the function the SE uses (one V for every sample: the channel is called once per
-iteration on all n samples).
+The loop itself is the one GAMP loop of seqphase (`core/gamp.py`, `iterate`); `AttentionSteps` fills in
+the steps above. `channel.g_out_tokens` is the function the SE uses (one V for every sample: the channel
+is called once per iteration on all n samples).
 
 Damping convention: c = `damping` is the weight of the OLD iterate, as in the SE (`se.smi_se`) and the
 multi-index GAMP. The reference code writes W <- delta W_new + (1 - delta) W with delta = 0.8 (spec
 §4.1): that is damping = 0.2 here.
 
-Onsager (reaction) term, damped consistently (the fix of `core/multiindex/gamp.py`): W_hat_t =
+Onsager (reaction) term, damped consistently (the shared loop's, `core/gamp.py`): W_hat_t =
 (1 - c) W_new,t + c W_hat_{t-1} carries (1 - c) of the new reaction and c of the old one, so
 
     R_t = (1 - c) C_new,t g_{t-1} + c R_{t-1}      (C_new: the Jacobian of the UNDAMPED denoiser)
@@ -32,7 +33,10 @@ Onsager (reaction) term, damped consistently (the fix of `core/multiindex/gamp.p
 C_new,t + c C_hat_{t-1} (`reaction = "reference"`): the old fraction c of the reaction is applied to the
 new g_{t-1} instead of carrying R_{t-1}, although W_hat_{t-1}'s reaction is that of g_{t-2}; at alpha =
 1.2 this leaves some instances stuck at M11 ~ 0. `reaction = "none"` drops the term and blows up. Both
-are kept only for the comparison in docs/smi.md.
+are kept only for the comparison in docs/smi.md. Neither is a damped reaction the shared loop can carry
+(its R_t always mixes in c R_{t-1}), so they go through a flag of `AttentionSteps`: the loop's reaction
+stays exactly 0 and `project` subtracts C_hat_t g_{t-1} itself ("reference") or nothing ("none"); the
+consistent path is the loop's own.
 
 Side information (spec §4.3, App. D.4): S = sqrt(lambda) W* + Xi, Xi i.i.d. N(0, 1), enters as the extra
 Gaussian observation of each column: B += lambda W* + sqrt(lambda) Xi and A += lambda I in the denoiser
@@ -46,7 +50,7 @@ singular and C_hat indefinite, which the channel refuses (V must be positive def
 clipped iterations is reported; the clipped eigenvalues are small (>= -0.07 at d = 300) and the final
 overlaps are the same without the clip (docs/smi.md). (ii) eps (reference: 1e-3, as in the SE) keeps V positive definite when
 C_hat -> 0 (recovery); with eps = 0 a run whose C_hat has collapsed below 1e-9 stops (converged: the
-cavity has no width left for the posterior quadrature to resolve). (iii) A non-finite omega, g or
+cavity has no width left for the posterior quadrature to resolve). (iii) A non-finite g, dg or
 estimate stops the run and flags it as diverged (the caller NaN-pads the log).
 
 Labels: `sample_instance(noise=...)` adds Gaussian noise of variance `noise` to the teacher's indices
@@ -67,6 +71,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from seqphase.core import gamp
 from seqphase.core.smi.se import plugin_sq_error
 
 INIT_SCALES = {"random": 1.0, "small": 1e-3}
@@ -79,13 +84,16 @@ def sample_instance(channel, alpha, d, rng, noise=0.0):
     noise: variance of a Gaussian noise added to the indices before the link, y = g(z + sqrt(noise) xi)
     (0: the noiseless model of the paper and the reference code). noise = eps is the teacher the SE
     with regulariser eps describes (z = omega + (I - Q + eps I)^{1/2} u, spec §3.2)."""
-    n = int(round(alpha * d))
-    X = rng.standard_normal((n, channel.T, d))
-    W = rng.standard_normal((channel.p, d))
-    z = indices(W, X)
-    if noise > 0:
-        z = z + np.sqrt(noise) * rng.standard_normal(z.shape)
-    return X, W, z, channel.labels_of_z(z)
+
+    def labels(X, W, rng):
+        z = indices(W, X)
+        if noise > 0:
+            z = z + np.sqrt(noise) * rng.standard_normal(z.shape)
+        return z, channel.labels_of_z(z)
+
+    X, W, (z, u) = gamp.sample_instance(alpha, d, rng, teacher=lambda r: r.standard_normal((channel.p, d)),
+                                        labels=labels, tokens=channel.T, normalise=False)
+    return X, W, z, u
 
 
 def indices(W, X):
@@ -113,6 +121,86 @@ def _psd_part(A):
     return (U * np.clip(w, 0.0, None)) @ U.T, clipped
 
 
+class AttentionSteps(gamp.GampSteps):
+    """The steps of the module docstring on one instance (X, u, W*). The constructor draws, in this
+    order, the test set, the initial direction and the side information from `rng`."""
+
+    divergence = "stop"
+
+    def __init__(self, channel, X, u, W_star, rng, *, side_info=0.0, init="random", n_gen=1000, eps=1e-3,
+                 variance="analytic", reaction="consistent", W0=None):
+        self.attention, self.u, self.W_star = channel, u, W_star
+        self.side_info, self.eps, self.variance, self.mode = side_info, eps, variance, reaction
+        n, T, d = X.shape
+        self.n, self.T, self.d, self.p = n, T, d, channel.p
+        self.eye = np.eye(self.p)
+        # draw order fixed (test set, initialisation, side information): the same rng gives the same test
+        # set and the same initial direction whatever init scale or side information is chosen
+        self.X_gen = rng.standard_normal((n_gen, T, d))
+        self.y_gen = channel.output(indices(W_star, self.X_gen))  # the teacher's test outputs, computed once
+        w0 = rng.standard_normal((self.p, d))
+        self.w_init = INIT_SCALES[init] * w0 if W0 is None else np.array(W0, float)
+        self.side_b = (side_info * W_star + np.sqrt(side_info) * rng.standard_normal((self.p, d))
+                       if side_info > 0 else 0.0)
+        self.Xf = X.reshape(n * T, d)
+        self.n_clipped = 0
+        self.C_now = None  # the C_hat of the current iteration (the "reference" reaction uses it)
+        self.C_new = None  # the last undamped denoiser output
+        self.ref_react = 0.0  # C_hat_t g_{t-1} of the "reference" mode, subtracted in `project`
+        self.channel_failed = False
+
+    def initial(self):
+        return self.w_init, self.eye.copy(), np.zeros((self.n, self.p, self.T))
+
+    def cavity(self, C):
+        self.C_now = C
+        return C + self.eps * self.eye
+
+    def collapsed(self, V, C):
+        # C_hat collapsed: nothing left to resolve (see the module docstring)
+        return self.eps == 0 and np.linalg.eigvalsh(C).max() < 1e-9
+
+    def reaction(self, C, g, V=None, weight=1.0):
+        # V is not used: the cavity's eps regularises the channel, not the reaction (R = C g)
+        if self.mode == "consistent":
+            react = np.einsum("ab,nbt->nat", C, g)
+            return react if weight == 1.0 else weight * react
+        if self.mode == "reference":
+            self.ref_react = np.einsum("ab,nbt->nat", self.C_now, g)
+        return np.zeros_like(g)  # the loop's reaction stays exactly 0 (module docstring)
+
+    def project(self, w):
+        omega = (self.Xf @ w.T).reshape(self.n, self.T, self.p).transpose(0, 2, 1) / np.sqrt(self.d)
+        return omega - self.ref_react if self.mode == "reference" else omega
+
+    def g_out(self, omega, V):
+        g, dg = self.attention.g_out_tokens(self.u, omega, V)
+        self.channel_failed = not (np.all(np.isfinite(g)) and np.all(np.isfinite(dg)))
+        return g, dg
+
+    def fields(self, g, dg, w):
+        if self.variance == "analytic":
+            A = -dg.sum(axis=(0, 1)) / self.d
+        else:
+            A = np.einsum("nat,nbt->ab", g, g) / self.d
+        A, clipped = _psd_part(A)
+        self.n_clipped += clipped
+        B = (g.transpose(1, 0, 2).reshape(self.p, self.n * self.T) @ self.Xf / np.sqrt(self.d) + A @ w
+             + self.side_b)
+        return A, B
+
+    def denoise(self, B, A):
+        C_new = np.linalg.inv(self.eye + A + self.side_info * self.eye)
+        C_new = 0.5 * (C_new + C_new.T)
+        self.C_new = C_new
+        return C_new @ B, C_new
+
+    def record(self, w):
+        d = self.d
+        return (w @ self.W_star.T / d, w @ w.T / d,
+                float(np.mean(plugin_sq_error(self.attention, self.y_gen, indices(w, self.X_gen)))))
+
+
 def run_gamp(channel, X, u, W_star, *, max_iter=50, damping=0.2, tol=1e-6, side_info=0.0, rng=None,
              init="random", n_gen=1000, eps=1e-3, variance="analytic", reaction="consistent", W0=None):
     """Run GAMP on one instance; `rng` draws the test set, the initialisation and the side information.
@@ -131,67 +219,12 @@ def run_gamp(channel, X, u, W_star, *, max_iter=50, damping=0.2, tol=1e-6, side_
     if not 0.0 <= damping < 1.0:
         raise ValueError(f"damping (weight of the old iterate) must be in [0, 1), got {damping}")
     rng = rng if rng is not None else np.random.default_rng(0)
-    n, T, d = X.shape
-    p = channel.p
-    eye = np.eye(p)
-    # draw order fixed (test set, initialisation, side information): the same rng gives the same test
-    # set and the same initial direction whatever init scale or side information is chosen
-    X_gen = rng.standard_normal((n_gen, T, d))
-    y_gen = channel.output(indices(W_star, X_gen))  # the teacher's test outputs, computed once
-    w0 = rng.standard_normal((p, d))
-    what = INIT_SCALES[init] * w0 if W0 is None else np.array(W0, float)
-    side_b = side_info * W_star + np.sqrt(side_info) * rng.standard_normal((p, d)) if side_info > 0 else 0.0
-    Xf = X.reshape(n * T, d)
-
-    def log(w):
-        return (w @ W_star.T / d, w @ w.T / d,
-                float(np.mean(plugin_sq_error(channel, y_gen, indices(w, X_gen)))))
-
-    logs = [log(what)]
-    C = eye.copy()
-    C_und = eye.copy()
-    g = np.zeros((n, p, T))
-    react = np.zeros((n, p, T))
-    converged = diverged = False
-    n_clipped = 0
-    it = 0
-    for it in range(1, max_iter + 1):
-        if eps == 0 and np.linalg.eigvalsh(C).max() < 1e-9:
-            converged = True  # C_hat collapsed: nothing left to resolve (see the module docstring)
-            it -= 1
-            break
-        V = C + eps * eye
-        if reaction == "consistent":
-            react = (1 - damping) * np.einsum("ab,nbt->nat", C_und, g) + damping * react
-        elif reaction == "reference":
-            react = np.einsum("ab,nbt->nat", C, g)
-        omega = (Xf @ what.T).reshape(n, T, p).transpose(0, 2, 1) / np.sqrt(d) - react
-        g, dg = channel.g_out(u, omega, V)
-        if not (np.all(np.isfinite(g)) and np.all(np.isfinite(dg))):
-            diverged = True
-            it -= 1
-            break
-        if variance == "analytic":
-            A = -dg.sum(axis=(0, 1)) / d
-        else:
-            A = np.einsum("nat,nbt->ab", g, g) / d
-        A, clipped = _psd_part(A)
-        n_clipped += clipped
-        B = g.transpose(1, 0, 2).reshape(p, n * T) @ Xf / np.sqrt(d) + A @ what + side_b
-        C_new = np.linalg.inv(eye + A + side_info * eye)
-        C_new = 0.5 * (C_new + C_new.T)
-        w_new = (1 - damping) * (C_new @ B) + damping * what
-        C = (1 - damping) * C_new + damping * C
-        C_und = C_new
-        if not np.all(np.isfinite(w_new)):
-            diverged = True
-            it -= 1
-            break
-        delta = float(np.sqrt(np.mean((w_new - what) ** 2)))
-        what = w_new
-        logs.append(log(what))
-        if delta < tol:
-            converged = True
-            break
-    M, Q, e = (np.array(x) for x in zip(*logs))
-    return GampTrace(M, Q, e, max(it, 0), converged, diverged, n_clipped, C)
+    steps = AttentionSteps(channel, X, u, W_star, rng, side_info=side_info, init=init, n_gen=n_gen, eps=eps,
+                           variance=variance, reaction=reaction, W0=W0)
+    run = gamp.iterate(steps, max_iter=max_iter, damping=damping, tol=tol)
+    C_hat = run.C
+    if run.diverged and not steps.channel_failed:
+        # a non-finite estimate: C_hat had already taken its damped step in that iteration
+        C_hat = (1 - damping) * steps.C_new + damping * run.C
+    M, Q, e = (np.array(x) for x in zip(*run.records))
+    return GampTrace(M, Q, e, run.n_iter, run.converged, run.diverged, steps.n_clipped, C_hat)

@@ -7,7 +7,7 @@ pre-activations z_l = W_l X^T / sqrt(d). The mixing recursion (M_0 = I_T)
 
 and the output is the last layer's attention matrix y = softmax(h_L h_L^T), h_L = M_{L-1} z_L
 (row-wise softmax, beta = 1; the skip c multiplies only the non-final layers). Depth L and length T
-are free here; the exact posterior of `channel.py` is written for T = 2.
+are free here; the exact posterior of `channels.py` is written for T = 2.
 
 T = 2 inversion (§1.4): log(y_tt / y_ts) = h_t (h_t - h_s) fixes h up to a global sign,
 h = +-u with u = (-a, b) / sqrt(a + b), a = log(y00/y01), b = log(y11/y10).

@@ -26,7 +26,7 @@ import numpy as np
 from scipy.stats import norm as _norm
 from scipy.stats import qmc as _qmc
 
-from seqphase.core.multiindex.se import psd_sqrt, sym
+from seqphase.core.numerics import psd_sqrt, sym
 
 
 class Draws:
@@ -61,7 +61,7 @@ def qhat(channel, Q, alpha, draws, eps=1e-3):
     V = cavity(Q, eps)
     omega = np.einsum("ab,nbt->nat", psd_sqrt(Q), draws.xi)
     z = omega + np.einsum("ab,nbt->nat", psd_sqrt(V), draws.u)
-    g, _ = channel.g_out(channel.labels_of_z(z), omega, V)
+    g, _ = channel.g_out_tokens(channel.labels_of_z(z), omega, V)
     return alpha * sym(np.einsum("nat,nbt->ab", g, g) / g.shape[0])
 
 
@@ -156,7 +156,14 @@ def _grow_jump(hist, frozen, target=1e-3, min_ratio=1.0 + 1e-3):
 
 def smi_se(channel, alpha, draws, *, Q0=None, side_info=0.0, damping=0.2, tol=1e-5, max_iter=100, eps=1e-3,
            freeze=None, accelerate=True, q_floor=1e-8, growth_tol=1e-3, coarse=1):
-    """Iterate the SE. `freeze` (a list of layer indices) keeps those rows/cols of Q at zero: the
+    """Iterate the SE. This loop is not `numerics.fixed_point`: the sampled map needs a stopping rule on
+    the estimated distance to the limit with a growth guard (`_settled`, not the last change), a floor
+    on the free diagonal entries, frozen layers, Aitken / growth jumps that insert iterates into the
+    history every 4th step, and a coarse-to-fine transient on a head of the draws; none of these fit a
+    driver that only damps and compares successive iterates, and rewriting them as callbacks around it
+    would change the order of the history the stored logs are made of.
+
+    `freeze` (a list of layer indices) keeps those rows/cols of Q at zero: the
     layer-2-only fixed point of the staircase is the SE restricted to Q11 = Q12 = 0.
 
     Converged (`_settled`) means the estimated distance of Q to its limit is below tol (not just the

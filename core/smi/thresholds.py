@@ -16,7 +16,7 @@ both q* and K11 use one fixed set of draws, so r(alpha) is a deterministic funct
 
 Bisection: the full SE with side information lambda from Q0 = q0 I decides "learned" by the growth of the
 layer's overlap over the iterations (after a burn-in), for the last layer from Q ~ 0, for the first layer
-after Q22 has converged; the smallest alpha at which it grows is found by `multiindex.se.bisect_alpha`. The two
+after Q22 has converged; the smallest alpha at which it grows is found by `numerics.bisect_alpha`. The two
 methods use the same draws, so they test the linearisation against the nonlinear iteration; the Monte
 Carlo error of the draws is reported separately (standard error of K).
 """
@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from seqphase.core.numerics import bisect_alpha
 from seqphase.core.smi import se
-from seqphase.core.multiindex.se import bisect_alpha
 
 
 @dataclass
@@ -47,9 +47,8 @@ def _zero_state_moments(channel, draws, eps):
     v = 1.0 + eps
     z = np.sqrt(v) * draws.u
     omega = np.zeros_like(z)
-    _, mean, second = channel.posterior(channel.labels_of_z(z), omega, v * np.eye(p))
-    m = mean.reshape(-1, p * T)
-    G = (second - m[:, :, None] * m[:, None, :]) / v**2 - np.eye(p * T) / v
+    _, cov = channel.posterior_covariance(channel.labels_of_z(z), omega, v * np.eye(p))
+    G = cov / v**2 - np.eye(p * T) / v
     return G.reshape(-1, p, T, p, T)
 
 
@@ -93,9 +92,8 @@ def k11(channel, q, draws, eps=1e-3):
     omega = np.zeros_like(draws.xi)
     omega[:, 1] = np.sqrt(q) * draws.xi[:, 1]
     z = omega + np.sqrt(np.diag(V))[None, :, None] * draws.u
-    _, mean, second = channel.posterior(channel.labels_of_z(z), omega, V)
-    m = mean.reshape(-1, p * T)
-    C11 = (second - m[:, :, None] * m[:, None, :])[:, :T, :T]
+    _, cov = channel.posterior_covariance(channel.labels_of_z(z), omega, V)
+    C11 = cov[:, :T, :T]
     # linear response of g_1 to omega_1 is V11^-2 Cov - V11^-1 (V11 = 1 + eps)
     val = np.sum((C11 / V[0, 0] ** 2 - np.eye(T) / V[0, 0]) ** 2, axis=(1, 2))
     return float(val.mean()), float(val.std() / np.sqrt(val.size))
@@ -247,7 +245,7 @@ def grows(channel, alpha, draws, layer, *, side_info=1e-12, q0=1e-6, eps=1e-3, b
 
 def bisect_layer(channel, draws, layer, lo, hi, *, guess=None, rtol=1e-3, q_last_of=None, **kw):
     """Smallest alpha in [lo, hi] at which `grows` holds (inf if it does not at hi); the guess (the
-    stability value) is tried first with a +-2% bracket (`multiindex.se.bisect_alpha`). `q_last_of`
+    stability value) is tried first with a +-2% bracket (`numerics.bisect_alpha`). `q_last_of`
     (alpha -> starting overlap of the last layer) warm-starts `grows` for an earlier layer."""
     cache = {}
 

@@ -9,6 +9,7 @@ from seqphase.core.multiindex import gamp as mgamp
 from seqphase.core.multiindex import posterior as post
 from seqphase.core.multiindex import se as mse
 from seqphase.core.multiindex.channels import make_channel
+from seqphase.core.numerics import psd_sqrt
 
 SX = np.array([[0.0, 1.0], [1.0, 0.0]])
 
@@ -87,7 +88,7 @@ def _principal_cosines(tr, W):
     symmetries, including the rescaling (w1, w2) -> (c w1, w2 / c) that leaves z1 z2 unchanged)."""
     d = W.shape[1]
     M, Q, S = tr.overlap[-1], tr.self_overlap[-1], W @ W.T / d
-    return np.linalg.svd(np.linalg.inv(mse.psd_sqrt(Q)) @ M @ np.linalg.inv(mse.psd_sqrt(S)), compute_uv=False)
+    return np.linalg.svd(np.linalg.inv(psd_sqrt(Q)) @ M @ np.linalg.inv(psd_sqrt(S)), compute_uv=False)
 
 
 def test_gamp_perfect_recovery_z1z2_no_runaway():

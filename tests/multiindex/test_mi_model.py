@@ -6,7 +6,7 @@ import pytest
 from seqphase.core.errors import ParameterError
 from seqphase.core.models import get_model, run_point
 
-NAME = "seqphase.core.multiindex_model:MultiIndexModel"
+NAME = "seqphase.core.multiindex.model:MultiIndexModel"
 
 
 def test_threshold_point_sign_z1z2():

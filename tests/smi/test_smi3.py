@@ -12,7 +12,7 @@ from numba import njit
 from seqphase.core.errors import ParameterError
 from seqphase.core.smi import link
 from seqphase.core.smi import se as sse
-from seqphase.core.smi.channel import AttentionChannel, Resolution, Resolution3
+from seqphase.core.smi.channels import AttentionChannel, Resolution, Resolution3
 
 from smi_checks import assert_nishimori
 
@@ -123,7 +123,7 @@ def test_g_out_matches_brute_force(q, rho, c):
     ours = []
     for seed in (1, 2, 3):
         ch = AttentionChannel(3, c, Resolution3(n_points=8192, seed=seed))
-        g, dg = ch.g_out(u[None], om[None], V)
+        g, dg = ch.g_out_tokens(u[None], om[None], V)
         lz = ch.posterior(u[None], om[None], V)[0]
         ours.append((g[0], dg[0], lz[0]))
     g = np.mean([o[0] for o in ours], 0)
@@ -165,18 +165,18 @@ def test_posterior_symmetries_are_exact():
     rng = np.random.default_rng(4)
     V = np.diag([0.6, 0.4, 0.02])
     u, om = _model_sample(np.diag([0.4, 0.6, 0.98]), V, 1.0, rng)
-    g, dg = ch.g_out(u[None], om[None], V)
+    g, dg = ch.g_out_tokens(u[None], om[None], V)
     for layer in range(3):
         omf = om.copy()
         omf[layer] *= -1
-        gf, dgf = ch.g_out(u[None], omf[None], V)
+        gf, dgf = ch.g_out_tokens(u[None], omf[None], V)
         sign = np.ones((3, 1))
         sign[layer] = -1
         assert np.allclose(gf, sign * g, atol=1e-9 * np.abs(g).max())
         assert np.allclose(np.abs(dgf), np.abs(dg), atol=1e-9 * np.abs(dg).max())
     om0 = om.copy()
     om0[:2] = 0.0
-    g0, _ = ch.g_out(u[None], om0[None], V)
+    g0, _ = ch.g_out_tokens(u[None], om0[None], V)
     assert np.all(g0[0, :2] == 0.0) or np.abs(g0[0, :2]).max() < 1e-12 * np.abs(g0).max()
 
 

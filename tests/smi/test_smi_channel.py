@@ -9,7 +9,7 @@ from seqphase.core.errors import ParameterError
 from seqphase.core.smi import link
 from seqphase.core.smi import se as sse
 from seqphase.core.smi import thresholds as sth
-from seqphase.core.smi.channel import AttentionChannel
+from seqphase.core.smi.channels import AttentionChannel
 
 from smi_checks import assert_nishimori
 
@@ -78,7 +78,7 @@ def test_g_out_matches_dense_grid(q11, q22, c):
         om = np.sqrt(np.diag(Q))[:, None] * rng.standard_normal((2, 2))
         z = om + np.linalg.cholesky(V) @ rng.standard_normal((2, 2))
         u = ch.labels_of_z(z[None])
-        g, _ = ch.g_out(u, om[None], V)
+        g, _ = ch.g_out_tokens(u, om[None], V)
         g_ref = np.linalg.inv(V) @ (_dense(u[0], om, V, c).reshape(2, 2) - om)
         assert np.abs(g[0] - g_ref).max() < 5e-3 * max(np.abs(g_ref).max(), 1e-2)
 

@@ -14,7 +14,7 @@ from seqphase.core.errors import ParameterError
 from seqphase.core.models import get_model, run_point
 from seqphase.core.smi import gamp as sgamp
 from seqphase.core.smi import se as sse
-from seqphase.core.smi.channel import AttentionChannel
+from seqphase.core.smi.channels import AttentionChannel
 from seqphase.sweeps.planner import plan_sweep
 from seqphase.sweeps.spec import load_sweep
 

@@ -7,7 +7,7 @@ import pytest
 
 from seqphase.core.smi import se as sse
 from seqphase.core.smi import thresholds as sth
-from seqphase.core.smi.channel import AttentionChannel
+from seqphase.core.smi.channels import AttentionChannel
 
 
 @pytest.mark.parametrize("root", [0.19, 0.25, 0.7393, 0.9, 1.3, 3.5])

@@ -12,8 +12,9 @@ Conventions
 
 The iteration runs in the MSE variable V (not m): near perfect recovery V ~ 1e-12 is resolved with
 full relative accuracy, whereas m = rho - V would lose it to rounding. The channel expectations use
-the SAME ``g_out`` / ``log_partition`` as GAMP, and the prior the SAME ``denoise`` (through
-``Prior.mmse`` / ``Prior.free_entropy``).
+the SAME ``g_out_scalar`` / ``log_partition`` as GAMP (core/channel.py), and the prior the SAME
+``denoise`` (through ``Prior.mmse`` / ``Prior.free_entropy``); the iteration is the shared
+``numerics.fixed_point``.
 """
 
 from __future__ import annotations
@@ -23,42 +24,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .quadrature import gaussian_panels
+from seqphase.core.numerics import fixed_point, gaussian_panels
 
-
-@dataclass
-class FixedPointResult:
-    """Outcome of ``fixed_point``: final x, iterations done, convergence flag, and the residual log
-    (max |x_new - x_old| per iteration)."""
-
-    x: np.ndarray
-    n_iter: int
-    converged: bool
-    residuals: np.ndarray = field(repr=False)
-
-
-def fixed_point(step, x0, *, damping=0.0, tol=1e-10, max_iter=2000, stop=None):
-    """Damped fixed-point iteration x <- (1 - damping) step(x) + damping x, on arrays of any shape.
-
-    Converged when max |x_new - x_old| < tol. ``stop(x)`` (optional) ends the iteration early when
-    it returns True (used by threshold bisections: "V already below the cut"); converged is then
-    False unless the tolerance was also met.
-    """
-    x = np.array(x0, dtype=float, copy=True)
-    res = []
-    converged = False
-    it = 0
-    for it in range(1, max_iter + 1):
-        new = (1.0 - damping) * np.asarray(step(x), float) + damping * x
-        r = float(np.max(np.abs(new - x))) if new.size else 0.0
-        res.append(r)
-        x = new
-        if r < tol:
-            converged = True
-            break
-        if stop is not None and stop(x):
-            break
-    return FixedPointResult(x=x, n_iter=it, converged=converged, residuals=np.asarray(res))
 
 
 #: base panel width of the outer xi rule: the outer integrands are smooth on the O(1) Gaussian scale
@@ -80,7 +47,7 @@ def _outer_expect(channel, func, m, V):
 
 def channel_mhat(channel, alpha, m, V):
     """mhat = alpha E_{xi,y}[g_out(y, sqrt(m) xi, V)^2]."""
-    return alpha * _outer_expect(channel, lambda y, o, v: channel.g_out(y, o, v)[0] ** 2, m, V)
+    return alpha * _outer_expect(channel, lambda y, o, v: channel.g_out_scalar(y, o, v)[0] ** 2, m, V)
 
 
 def channel_free_entropy(channel, m, V):

@@ -16,7 +16,10 @@
   value, as in the paper's figure), runs thin and their mean thick; the test MSE the same way.
 
 Companions are other stored sweeps named in the spec's `[plot]` table (`seqphase plot` opens them);
-each is matched to a panel by the values of the parameters they share (skip, depth). The published
+each is matched to a panel by the values of the parameters they share (skip, depth). The sweep and every
+companion arrive masked to their done points (`status` is NaN elsewhere), so "done" is `status.notnull()`
+here and nothing of `seqphase.results` is needed. Each function has the signature (plt, ds, companions)
+and is called by the matching method of `core/smi/model.py`. The published
 data ship in `sweeps/reference/smi/` (provenance in its README.md).
 """
 
@@ -31,7 +34,6 @@ from importlib import resources
 import numpy as np
 
 from seqphase.core.errors import SeqphaseError
-from seqphase.results.store import DONE
 
 LAYER_COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown")
 REGION_COLORS = {"none": "0.55", "last": "tab:red", "both": "tab:blue"}
@@ -65,7 +67,7 @@ def _cells(ds, keep=()):
     for values in itertools.product(*(ds[d].values for d in swept)):
         sel = dict(zip(swept, values))
         sub = ds.sel(sel).isel({d: 0 for d in dims if d not in keep and d not in sel})
-        if not (sub["status"] == DONE).any():
+        if not sub["status"].notnull().any():
             continue
         fixed = {d: sub[d].values.item() for d in dims if d not in keep}
         yield ", ".join(f"{d} = {_fmt(v)}" for d, v in sel.items()), sub, fixed
@@ -84,7 +86,6 @@ def _companion(comp, fixed, keep=()):
     """The part of a companion sweep at this panel's parameter values, or None if it has none done."""
     if comp is None:
         return None
-    comp = comp.where(comp["status"] == DONE)
     sel = {}
     for d in comp.attrs["point_dims"]:
         if d in keep:
@@ -100,7 +101,7 @@ def _companion(comp, fixed, keep=()):
         else:
             return None
     sub = comp.sel(sel)
-    return sub if (sub["status"] == DONE).any() else None
+    return sub if sub["status"].notnull().any() else None
 
 
 def _same(a, b):
@@ -362,7 +363,7 @@ def plot_gamp(plt, ds, companions):
 
 
 def _gamp_iterations(cos_ax, m_ax, sub, where):
-    done = [a for a in sub["alpha"].values if (sub["status"].sel(alpha=a) == DONE).any()]
+    done = [a for a in sub["alpha"].values if sub["status"].sel(alpha=a).notnull().any()]
     alpha = min(done, key=lambda a: abs(a - GAMP_FIGURE_ALPHA))
     at = sub.sel(alpha=alpha)
     iterations = at["iteration"].values

@@ -1,7 +1,7 @@
 import pytest
 
-from seqphase.core.channels import CHANNELS, AbsChannel, LinearChannel, SignChannel, SquareChannel
-from seqphase.core.priors import PRIORS, GaussBernoulliPrior, GaussianPrior, RademacherPrior
+from seqphase.core.glm.channels import CHANNELS, AbsChannel, LinearChannel, SignChannel, SquareChannel
+from seqphase.core.glm.priors import PRIORS, GaussBernoulliPrior, GaussianPrior, RademacherPrior
 
 # Every registered family appears here (checked in test_registry): a new channel/prior gets the
 # whole battery by being added to these lists.

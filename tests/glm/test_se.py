@@ -3,9 +3,10 @@ import math
 import numpy as np
 import pytest
 
-from seqphase.core.channels import AbsChannel, LinearChannel, SignChannel, SquareChannel
-from seqphase.core.priors import GaussianPrior, RademacherPrior
-from seqphase.core.se import fixed_point, glm_se, glm_se_branches
+from seqphase.core.glm.channels import AbsChannel, LinearChannel, SignChannel, SquareChannel
+from seqphase.core.glm.priors import GaussianPrior, RademacherPrior
+from seqphase.core.glm.se import glm_se, glm_se_branches
+from seqphase.core.numerics import fixed_point
 
 
 def test_fixed_point_generic_shapes():

@@ -1,6 +1,6 @@
 import numpy as np
 
-from seqphase.core.quadrature import gauss_hermite, gaussian_panels
+from seqphase.core.numerics import gauss_hermite, gaussian_panels
 
 
 def test_gauss_hermite_moments():

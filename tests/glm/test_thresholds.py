@@ -2,9 +2,9 @@ import math
 
 import pytest
 
-from seqphase.core.channels import AbsChannel, LinearChannel, SignChannel, SquareChannel
-from seqphase.core.priors import GaussBernoulliPrior, GaussianPrior, RademacherPrior
-from seqphase.core.thresholds import (information_theoretic_threshold, perfect_recovery_bisection,
+from seqphase.core.glm.channels import AbsChannel, LinearChannel, SignChannel, SquareChannel
+from seqphase.core.glm.priors import GaussBernoulliPrior, GaussianPrior, RademacherPrior
+from seqphase.core.glm.thresholds import (information_theoretic_threshold, perfect_recovery_bisection,
                                       perfect_recovery_spinodal, weak_recovery_bisection,
                                       weak_recovery_stability)
 

@@ -1,10 +1,10 @@
 import numpy as np
 import pytest
 
-from seqphase.core.channels import AbsChannel, LinearChannel, SignChannel
-from seqphase.core.gamp import run_gamp, sample_instance
-from seqphase.core.priors import GaussianPrior
-from seqphase.core.se import glm_se
+from seqphase.core.glm.channels import AbsChannel, LinearChannel, SignChannel
+from seqphase.core.glm.gamp import run_gamp, sample_instance
+from seqphase.core.glm.priors import GaussianPrior
+from seqphase.core.glm.se import glm_se
 
 # Finite-d allowance: GAMP at d = 1000 fluctuates by O(1/sqrt d) per instance (covered by the
 # standard error over seeds) and has an O(1/d) bias; measured |mean - SE| over 16 seeds was

@@ -18,6 +18,9 @@ Methods:
   `*_final` variables hold each seed's last iterate.
 - "sgd": the layer-wise SGD experiment (`core/smi/sgd.py`), `n_runs` runs from one teacher and one
   student initialisation (as in the paper), fresh data per run.
+
+Each method is a `Method` subclass below (layout, run, and its figure from `core/smi/figures.py`);
+`SMIModel` only declares the parameters, the methods and the depth check.
 """
 
 from __future__ import annotations
@@ -26,11 +29,13 @@ import numpy as np
 
 from seqphase.core.errors import ParameterError
 from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, Variable
+from seqphase.core.numerics import pad_matrix
+from seqphase.core.smi import figures
 from seqphase.core.smi import gamp as sgamp
 from seqphase.core.smi import se as sse
 from seqphase.core.smi import sgd as ssgd
 from seqphase.core.smi import thresholds as sth
-from seqphase.core.smi.channel import AttentionChannel
+from seqphase.core.smi.channels import AttentionChannel
 
 
 def _f(name, doc, default, low=None, high=None, low_inclusive=False, high_inclusive=True):
@@ -99,126 +104,40 @@ MAX_DEPTH = 3
 
 
 def _pad(a):
-    """NaN-pad the trailing (p, p) of an array to (MAX_DEPTH, MAX_DEPTH)."""
-    a = np.asarray(a, float)
-    p = a.shape[-1]
-    out = np.full(a.shape[:-2] + (MAX_DEPTH, MAX_DEPTH), np.nan)
-    out[..., :p, :p] = a
-    return out
+    """NaN-pad the trailing (p, p) to (MAX_DEPTH, MAX_DEPTH): one layout for every depth (depth is a point
+    parameter, the layout cannot see it), so a 2-layer point has NaN in row/col 3."""
+    return pad_matrix(a, MAX_DEPTH)
 
 
-class SMIModel(Model):
-    def __init__(self):
-        super().__init__(
-            name="smi",
-            description="deep tied attention / sequence multi-index model (T = 2 tokens, rank 1): SE, "
-                        "GAMP, layer thresholds versus skip, layer-wise SGD",
-            params={
-                "alpha": _f("alpha", "sample complexity n/d", REQUIRED, 0.0),
-                "skip": _f("skip", "skip strength c of the non-final layers", 1.0, 0.0),
-                "depth": Param("depth", "choice", "number of attention layers (3: se only)", 2, choices=(2, 3)),
-            },
-            methods={
-                "se": Method(_SE, version=4, doc="Bayes-optimal SE, plug-in and Bayes errors (v3: coarse-to-fine "
-                                                 "transient; v4: small-skip posterior, channel.py)"),
-                "gamp": Method(_GAMP, version=2, doc="GAMP at finite d, damping-consistent Onsager term "
-                                                   "(v2: small-skip posterior)"),
-                "threshold": Method(_THR, version=4, doc="alpha_2 and alpha_1, stability and bisection (v3: "
-                                    "two-stage K11 root, walking bisection bracket; v4: small-skip posterior)",
-                                    excludes=("alpha",)),
-                # alpha is a setting of sgd (not a grid dim): the log length depends on it
-                "sgd": Method(_SGD, version=1, doc="layer-wise SGD experiment", excludes=("alpha",)),
-            },
-        )
+def _layer_dims():
+    return {"row": np.arange(1, MAX_DEPTH + 1), "col": np.arange(1, MAX_DEPTH + 1)}
 
-    def layout(self, method, settings):
-        # one layout for every depth (depth is a point parameter, the layout cannot see it): layer x layer
-        # results are NaN-padded to MAX_DEPTH rows, so a 2-layer point has NaN in row/col 3
-        rc = {"row": np.arange(1, MAX_DEPTH + 1), "col": np.arange(1, MAX_DEPTH + 1)}
-        if method == "se":
-            dims = dict(rc, se_iteration=np.arange(settings["max_iter"] + 1))
-            return Layout(dims, {
-                "overlap": Variable(("row", "col"), "f8", "SE fixed point Q (layers x layers)"),
-                "overlap_hat": Variable(("row", "col"), "f8", "Qhat at the fixed point"),
-                "history": Variable(("se_iteration", "row", "col"), "f8", "Q per iteration (NaN after the end)"),
-                "n_iter": Variable((), "i4", "SE iterations run"),
-                "n_iter_coarse": Variable((), "i4", "of which on the coarse point set (method.coarse)"),
-                "converged": Variable((), "i1", "1 if the SE met its tolerance"),
-                "gen_error_plugin": Variable((), "f8", "plug-in test error E||g(z) - g(omega)||_F^2"),
-                "gen_error_plugin_se": Variable((), "f8", "its Monte Carlo standard error"),
-                "gen_error_bayes": Variable((), "f8", "Bayes-optimal test error (posterior-mean predictor)"),
-                "gen_error_bayes_se": Variable((), "f8", "its Monte Carlo standard error"),
-                "gen_error_plugin_last_layer": Variable((), "f8", "plug-in error with only the last layer's overlap kept"),
-            })
-        if method == "gamp":
-            dims = dict(seed=np.arange(settings["n_seeds"]), iteration=np.arange(settings["max_iter"] + 1), **rc)
-            t, m = ("seed", "iteration"), ("row", "col")
-            return Layout(dims, {
-                "overlap": Variable(t + m, "f8", "M = W_hat W*^T / d per iteration (0 = initialisation; NaN after "
-                                                 "the run stops)"),
-                "self_overlap": Variable(t + m, "f8", "Q = W_hat W_hat^T / d per iteration"),
-                "gen_error_plugin": Variable(t, "f8", "plug-in test error mean ||g(W* x) - g(W_hat x)||_F^2 on "
-                                                      "n_gen fresh sequences"),
-                "overlap_final": Variable(("seed",) + m, "f8", "M at the last iteration, each student row's sign "
-                                                               "set so that M_ll >= 0 (g is even in each "
-                                                               "layer's index): |M_ll| on the diagonal"),
-                "self_overlap_final": Variable(("seed",) + m, "f8", "self_overlap at the last iteration"),
-                "gen_error_plugin_final": Variable(("seed",), "f8", "plug-in test error at the last iteration"),
-                "teacher_overlap": Variable(("seed",) + m, "f8", "W* W*^T / d (M_ll / teacher_ll: overlap per "
-                                                                 "unit teacher norm)"),
-                "n_iter": Variable(("seed",), "i4", "iterations run"),
-                "converged": Variable(("seed",), "i1", "1 if W_hat moved less than tol"),
-                "diverged": Variable(("seed",), "i1", "1 if the estimate became non-finite (run stopped)"),
-                "n_clipped": Variable(("seed",), "i4", "iterations whose A had a negative eigenvalue (set to 0)"),
-            })
-        if method == "threshold":
-            v = {k: Variable((), "f8", doc) for k, doc in (
-                ("alpha2_stability", "last layer: 1 / Perron value of the Q = 0 linearisation"),
-                ("alpha2_stability_se", "its Monte Carlo standard error (from that of K22)"),
-                ("alpha2_bisection", "last layer: SE bisection"),
-                ("alpha1_stability", "first layer: alpha K11(q*(alpha)) = 1 around the layer-2 fixed point"),
-                ("alpha1_stability_se", "its Monte Carlo standard error (from that of K11)"),
-                ("alpha1_bisection", "first layer: SE bisection"),
-                ("k22", "K22 = E||Cov(z2 | Y) - I||^2 at Q = 0"),
-                ("k11_at_zero", "K11 at Q = 0"),
-                ("q_star_at_alpha1", "layer-2 overlap q*(alpha_1)"),
-            )}
-            return Layout({}, v)
-        if method == "sgd":
-            n_log = ssgd.n_logs(settings["d"], settings["alpha"], settings["epochs"], settings["batch_size"], settings["log_every"])
-            n_test = ssgd.n_tests(settings["epochs"], settings["test_every"])
-            dims = {"seed": np.arange(settings["n_runs"]), "log": np.arange(n_log), "test": np.arange(n_test),
-                    "layer": np.arange(1, 3)}
-            return Layout(dims, {
-                "cosine": Variable(("seed", "log", "layer"), "f8", "M_l / sqrt(q_l) (the paper's cosine)"),
-                "cosine_normalised": Variable(("seed", "log", "layer"), "f8", "M_l / sqrt(q_l |w_l|^2 / d)"),
-                "log_epoch": Variable(("log",), "f8", "epoch of each log"),
-                "test_mse": Variable(("seed", "test"), "f8", "test mean squared error"),
-                "test_epoch": Variable(("test",), "f8", "epoch of each test error"),
-                "teacher_overlap": Variable((), "f8", "w1 . w2 / d of the teacher"),
-            })
-        raise ValueError(method)
 
-    def check_point(self, method, params):
-        depth = int(params.get("depth", 2))
-        # the 3-layer posterior costs ~2-5 ms a sample: fine for the SE, not validated for GAMP's n = alpha d
-        # labels per iteration; thresholds and SGD are 2-layer constructions (spec §5, §8)
-        if depth != 2 and method in ("threshold", "sgd", "gamp"):
-            raise ParameterError("params.depth", f"the {method} method is implemented for 2 layers, got {depth}",
-                                 "use depth = 2")
-        return params
+def _channel(params):
+    return AttentionChannel(int(params.get("depth", 2)), params["skip"])
 
-    def run(self, method, params, settings, seed_sequence):
-        ch = AttentionChannel(int(params.get("depth", 2)), params["skip"])
-        if method == "se":
-            return self._se(ch, params["alpha"], settings, seed_sequence)
-        if method == "threshold":
-            return self._threshold(ch, settings, seed_sequence)
-        if method == "gamp":
-            return self._gamp(ch, params["alpha"], settings, seed_sequence)
-        return self._sgd(params, settings, seed_sequence)
 
-    def _se(self, ch, alpha, s, seed_sequence):
+class SE(Method):
+    """Bayes-optimal SE from Q0 = q0 I, its per-iteration log and both test errors at the fixed point."""
+
+    def layout(self, settings):
+        dims = dict(_layer_dims(), se_iteration=np.arange(settings["max_iter"] + 1))
+        return Layout(dims, {
+            "overlap": Variable(("row", "col"), "f8", "SE fixed point Q (layers x layers)"),
+            "overlap_hat": Variable(("row", "col"), "f8", "Qhat at the fixed point"),
+            "history": Variable(("se_iteration", "row", "col"), "f8", "Q per iteration (NaN after the end)"),
+            "n_iter": Variable((), "i4", "SE iterations run"),
+            "n_iter_coarse": Variable((), "i4", "of which on the coarse point set (method.coarse)"),
+            "converged": Variable((), "i1", "1 if the SE met its tolerance"),
+            "gen_error_plugin": Variable((), "f8", "plug-in test error E||g(z) - g(omega)||_F^2"),
+            "gen_error_plugin_se": Variable((), "f8", "its Monte Carlo standard error"),
+            "gen_error_bayes": Variable((), "f8", "Bayes-optimal test error (posterior-mean predictor)"),
+            "gen_error_bayes_se": Variable((), "f8", "its Monte Carlo standard error"),
+            "gen_error_plugin_last_layer": Variable((), "f8", "plug-in error with only the last layer's overlap kept"),
+        })
+
+    def run(self, params, settings, seed_sequence):
+        ch, alpha, s = _channel(params), params["alpha"], settings
         k_draws, k_plug, k_bayes, k_last = seed_sequence.spawn(4)
         draws = sse.Draws(ch.p, ch.T, s["n_mc"], np.random.default_rng(k_draws))
         st = sse.smi_se(ch, alpha, draws, Q0=s["q0"] * np.eye(ch.p), side_info=s["side_info"],
@@ -237,7 +156,38 @@ class SMIModel(Model):
                 "converged": int(st.converged), "gen_error_plugin": plug, "gen_error_plugin_se": plug_se,
                 "gen_error_bayes": bayes, "gen_error_bayes_se": bayes_se, "gen_error_plugin_last_layer": plug_last}
 
-    def _gamp(self, ch, alpha, s, seed_sequence):
+    def figure(self, plt, ds, companions):
+        return figures.plot_se(plt, ds, companions)
+
+
+class GAMP(Method):
+    """GAMP on `n_seeds` instances of dimension d, per seed and iteration."""
+
+    def layout(self, settings):
+        dims = dict(seed=np.arange(settings["n_seeds"]), iteration=np.arange(settings["max_iter"] + 1),
+                    **_layer_dims())
+        t, m = ("seed", "iteration"), ("row", "col")
+        return Layout(dims, {
+            "overlap": Variable(t + m, "f8", "M = W_hat W*^T / d per iteration (0 = initialisation; NaN after "
+                                             "the run stops)"),
+            "self_overlap": Variable(t + m, "f8", "Q = W_hat W_hat^T / d per iteration"),
+            "gen_error_plugin": Variable(t, "f8", "plug-in test error mean ||g(W* x) - g(W_hat x)||_F^2 on "
+                                                  "n_gen fresh sequences"),
+            "overlap_final": Variable(("seed",) + m, "f8", "M at the last iteration, each student row's sign "
+                                                           "set so that M_ll >= 0 (g is even in each "
+                                                           "layer's index): |M_ll| on the diagonal"),
+            "self_overlap_final": Variable(("seed",) + m, "f8", "self_overlap at the last iteration"),
+            "gen_error_plugin_final": Variable(("seed",), "f8", "plug-in test error at the last iteration"),
+            "teacher_overlap": Variable(("seed",) + m, "f8", "W* W*^T / d (M_ll / teacher_ll: overlap per "
+                                                             "unit teacher norm)"),
+            "n_iter": Variable(("seed",), "i4", "iterations run"),
+            "converged": Variable(("seed",), "i1", "1 if W_hat moved less than tol"),
+            "diverged": Variable(("seed",), "i1", "1 if the estimate became non-finite (run stopped)"),
+            "n_clipped": Variable(("seed",), "i4", "iterations whose A had a negative eigenvalue (set to 0)"),
+        })
+
+    def run(self, params, settings, seed_sequence):
+        ch, alpha, s = _channel(params), params["alpha"], settings
         if round(alpha * s["d"]) < 1:
             raise ParameterError("method.d", f"alpha d = {alpha * s['d']:g} gives no sample", "raise d or alpha")
         S, K, P = s["n_seeds"], s["max_iter"] + 1, MAX_DEPTH
@@ -267,7 +217,29 @@ class SMIModel(Model):
         out["gen_error_plugin_final"] = out["gen_error_plugin"][np.arange(S), last]
         return out
 
-    def _threshold(self, ch, s, seed_sequence):
+    def figure(self, plt, ds, companions):
+        return figures.plot_gamp(plt, ds, companions)
+
+
+class Threshold(Method):
+    """alpha_2 and alpha_1 by linear stability and by SE bisection."""
+
+    def layout(self, settings):
+        v = {k: Variable((), "f8", doc) for k, doc in (
+            ("alpha2_stability", "last layer: 1 / Perron value of the Q = 0 linearisation"),
+            ("alpha2_stability_se", "its Monte Carlo standard error (from that of K22)"),
+            ("alpha2_bisection", "last layer: SE bisection"),
+            ("alpha1_stability", "first layer: alpha K11(q*(alpha)) = 1 around the layer-2 fixed point"),
+            ("alpha1_stability_se", "its Monte Carlo standard error (from that of K11)"),
+            ("alpha1_bisection", "first layer: SE bisection"),
+            ("k22", "K22 = E||Cov(z2 | Y) - I||^2 at Q = 0"),
+            ("k11_at_zero", "K11 at Q = 0"),
+            ("q_star_at_alpha1", "layer-2 overlap q*(alpha_1)"),
+        )}
+        return Layout({}, v)
+
+    def run(self, params, settings, seed_sequence):
+        ch, s = _channel(params), settings
         k_k, k_se = seed_sequence.spawn(2)
         kd = sse.Draws(ch.p, ch.T, s["n_k"], np.random.default_rng(k_k))
         k0 = sth.k_at_zero(ch, kd, s["eps"])
@@ -303,7 +275,30 @@ class SMIModel(Model):
             out["alpha1_bisection"] = np.nan
         return out
 
-    def _sgd(self, params, s, seed_sequence):
+    def figure(self, plt, ds, companions):
+        return figures.plot_thresholds(plt, ds, companions)
+
+
+class SGD(Method):
+    """The layer-wise SGD experiment: `n_runs` runs from one teacher and one student initialisation."""
+
+    def layout(self, settings):
+        n_log = ssgd.n_logs(settings["d"], settings["alpha"], settings["epochs"], settings["batch_size"],
+                            settings["log_every"])
+        n_test = ssgd.n_tests(settings["epochs"], settings["test_every"])
+        dims = {"seed": np.arange(settings["n_runs"]), "log": np.arange(n_log), "test": np.arange(n_test),
+                "layer": np.arange(1, 3)}
+        return Layout(dims, {
+            "cosine": Variable(("seed", "log", "layer"), "f8", "M_l / sqrt(q_l) (the paper's cosine)"),
+            "cosine_normalised": Variable(("seed", "log", "layer"), "f8", "M_l / sqrt(q_l |w_l|^2 / d)"),
+            "log_epoch": Variable(("log",), "f8", "epoch of each log"),
+            "test_mse": Variable(("seed", "test"), "f8", "test mean squared error"),
+            "test_epoch": Variable(("test",), "f8", "epoch of each test error"),
+            "teacher_overlap": Variable((), "f8", "w1 . w2 / d of the teacher"),
+        })
+
+    def run(self, params, settings, seed_sequence):
+        s = settings
         k_teacher, k_init, k_data = seed_sequence.spawn(3)
         runs = []
         for child in k_data.spawn(s["n_runs"]):
@@ -317,6 +312,45 @@ class SMIModel(Model):
                 "cosine_normalised": np.stack([r["cosine_normalised"] for r in runs]),
                 "log_epoch": runs[0]["log_epoch"], "test_mse": np.stack([r["test_mse"] for r in runs]),
                 "test_epoch": runs[0]["test_epoch"], "teacher_overlap": runs[0]["teacher_overlap"]}
+
+    def figure(self, plt, ds, companions):
+        return figures.plot_sgd(plt, ds, companions)
+
+
+class SMIModel(Model):
+    """Deep tied attention: a table of parameters and methods (the methods' code is in the classes above)."""
+
+    def __init__(self):
+        super().__init__(
+            name="smi",
+            description="deep tied attention / sequence multi-index model (T = 2 tokens, rank 1): SE, "
+                        "GAMP, layer thresholds versus skip, layer-wise SGD",
+            params={
+                "alpha": _f("alpha", "sample complexity n/d", REQUIRED, 0.0),
+                "skip": _f("skip", "skip strength c of the non-final layers", 1.0, 0.0),
+                "depth": Param("depth", "choice", "number of attention layers (3: se only)", 2, choices=(2, 3)),
+            },
+            methods={
+                "se": SE(_SE, version=4, doc="Bayes-optimal SE, plug-in and Bayes errors (v3: coarse-to-fine "
+                                             "transient; v4: small-skip posterior, channels.py)"),
+                "gamp": GAMP(_GAMP, version=2, doc="GAMP at finite d, damping-consistent Onsager term "
+                                                 "(v2: small-skip posterior)"),
+                "threshold": Threshold(_THR, version=4, doc="alpha_2 and alpha_1, stability and bisection (v3: "
+                                       "two-stage K11 root, walking bisection bracket; v4: small-skip posterior)",
+                                       excludes=("alpha",)),
+                # alpha is a setting of sgd (not a grid dim): the log length depends on it
+                "sgd": SGD(_SGD, version=1, doc="layer-wise SGD experiment", excludes=("alpha",)),
+            },
+        )
+
+    def check_point(self, method, params):
+        depth = int(params.get("depth", 2))
+        # the 3-layer posterior costs ~2-5 ms a sample: fine for the SE, not validated for GAMP's n = alpha d
+        # labels per iteration; thresholds and SGD are 2-layer constructions (spec §5, §8)
+        if depth != 2 and method in ("threshold", "sgd", "gamp"):
+            raise ParameterError("params.depth", f"the {method} method is implemented for 2 layers, got {depth}",
+                                 "use depth = 2")
+        return params
 
 
 def _slope(cache, a1):

@@ -5,12 +5,21 @@ Labels. The channel works with u (N, T) such that h_L = +-u (`link.u_from_ratios
 a lossless encoding of the 2 x 2 attention matrix y (`label_of_y` / `labels_of_z`), computed from h's
 log ratios directly so that no precision is lost to a rounded y.
 
-Shapes: omega (N, p, T) (layers x tokens), V (p, p) shared by the tokens (the Gaussian prior is the
-same for every weight column, so GAMP's V = C_hat is one matrix too).
+Two shapes of the same evaluation:
 
-    g_out = V^-1 (<Z> - omega)                                      (N, p, T)
-    dg[t] = V^-1 Cov(Z_:,t, Z_:,t) V^-1 - V^-1                      (N, T, p, p)
-    G     = full (p T) x (p T) posterior covariance (for the thresholds' F map)
+* native (what SE, GAMP and the thresholds use): u (N, T), omega (N, p, T) (layers x tokens), V (p, p)
+  shared by the tokens (the Gaussian prior is the same for every weight column, so GAMP's V = C_hat is
+  one matrix too). `g_out_tokens(u, omega, V)` returns
+
+      g     = V^-1 (<Z> - omega)                                    (N, p, T)
+      dg[t] = V^-1 Cov(Z_:,t, Z_:,t) V^-1 - V^-1                    (N, T, p, p)
+
+  and `posterior_covariance(u, omega, V)` the posterior mean and the full (p T) x (p T) covariance
+  (index layer * T + token) that the thresholds' F map and K11 are made of.
+* the protocol of `seqphase.core.channel.Channel` (tokens = T): the token axis folded into the batch,
+  y = u.reshape(-1) (N T,), omega (N T, p) with the T rows of one sequence consecutive (omega_native
+  (N, p, T) -> transpose (N, T, p) -> reshape), g (N T, p) and the token-diagonal dg (N T, p, p).
+  `g_out` and `sample` only reshape around the native evaluation (same numbers).
 
 The 2-layer posterior is the compiled adaptive grid of `posterior.py`; the 3-layer posterior (z1, z2 in
 R^4, z3 eliminated) is the compiled mixture importance sampler of `posterior3.py` on a fixed scrambled
@@ -23,6 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from seqphase.core.channel import Channel
 from seqphase.core.errors import ParameterError
 from seqphase.core.smi import link
 from seqphase.core.smi.posterior import RHO_MAX, posterior_2layer, strip_map
@@ -67,10 +77,15 @@ class Resolution3:
     band: float = 1.0
 
 
-class AttentionChannel:
-    """Deep tied attention with T = 2 tokens, rank 1 per layer, skip c on the non-final layers."""
+class AttentionChannel(Channel):
+    """Deep tied attention with T = 2 tokens, rank 1 per layer, skip c on the non-final layers. p = depth
+    indices per token; `T` (= `tokens`) tokens per sequence. Even: y is unchanged when any one layer's
+    index flips sign (Q = 0 is a fixed point of the SE)."""
 
+    name = "attention"
     T = 2
+    tokens = T
+    even = True
 
     def __init__(self, depth=2, skip=1.0, resolution=None):
         if depth not in (2, 3):
@@ -128,15 +143,49 @@ class AttentionChannel:
                                                      self._points, r.lam_prior, r.lam_band, r.lam_sheet, r.band)
         return logZ, mean.reshape(-1, self.p, self.T), second
 
-    def g_out(self, u, omega, V, full=False):
-        """g (N, p, T) and the token-diagonal Jacobian blocks dg (N, T, p, p); with full=True also the
-        posterior covariance (N, pT, pT) (index layer * T + token)."""
+    def posterior_covariance(self, u, omega, V):
+        """Posterior mean (N, p, T) and full covariance (N, pT, pT) (index layer * T + token): the
+        cross-token and cross-layer moments that the thresholds' F map and K11 use."""
         _, mean, second = self.posterior(u, omega, V)
+        m = mean.reshape(-1, self.p * self.T)
+        return mean, second - m[:, :, None] * m[:, None, :]
+
+    def g_out_tokens(self, u, omega, V):
+        """The native evaluation: g (N, p, T) and the token-diagonal Jacobian blocks dg (N, T, p, p) for
+        labels u (N, T), omega (N, p, T) and one V (p, p)."""
+        mean, cov = self.posterior_covariance(u, omega, V)
         Vi = np.linalg.inv(V)
         g = np.einsum("ab,nbt->nat", Vi, mean - omega)
-        m = mean.reshape(-1, self.p * self.T)
-        cov = second - m[:, :, None] * m[:, None, :]
         cov4 = cov.reshape(-1, self.p, self.T, self.p, self.T)
         cov_tt = np.einsum("natbt->ntab", cov4)
         dg = np.einsum("ab,ntbc,cd->ntad", Vi, cov_tt, Vi) - Vi
-        return (g, dg, cov) if full else (g, dg)
+        return g, dg
+
+    # -- the channel protocol (token axis folded into the batch) ---------------------------------
+    def fold(self, native):
+        """(N, p, T) -> (N T, p): the T rows of one sequence consecutive."""
+        native = np.asarray(native, float)
+        return native.transpose(0, 2, 1).reshape(-1, native.shape[1])
+
+    def unfold(self, folded):
+        """(N T, p) -> (N, p, T), the inverse of `fold`."""
+        folded = np.asarray(folded, float)
+        return folded.reshape(-1, self.T, folded.shape[-1]).transpose(0, 2, 1)
+
+    def g_out(self, y, omega, V):
+        """The protocol form of `g_out_tokens`: y (N T,) (the labels u, flattened), omega (N T, p), V
+        (p, p) -> g (N T, p), dg (N T, p, p) (the token-diagonal blocks)."""
+        V = np.asarray(V, float)
+        if V.ndim == 3:
+            raise ValueError("the attention channel takes one cavity covariance V (p, p) for every sample")
+        u = np.asarray(y, float).reshape(-1, self.T)
+        g, dg = self.g_out_tokens(u, self.unfold(omega), V)
+        return self.fold(g), dg.reshape(-1, self.p, self.p)
+
+    def sample(self, z, rng=None):
+        """Labels y (N T,) (the u of each token, `labels_of_z`) for pre-activations z (N T, p); the
+        channel is noiseless, rng is not used."""
+        return self.labels_of_z(self.unfold(z)).reshape(-1)
+
+    def __repr__(self):
+        return f"AttentionChannel(depth={self.depth}, skip={self.skip})"

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy import integrate
 
-from seqphase.core.priors import GaussBernoulliPrior, GaussianPrior, RademacherPrior
+from seqphase.core.glm.priors import GaussBernoulliPrior, GaussianPrior, RademacherPrior
 
 
 def test_denoise_is_gradient_of_log_partition(prior):

@@ -18,6 +18,10 @@ Methods:
 - "threshold": the grand staircase: per stage, alpha by linear stability (trivial 0 / easy 1/lambda
   / hard inf / first-order jump) and by SE bisection with small side information, the dimension and
   projector of the subspace learned after that stage, and the stage kind.
+
+Each method is a `Method` object below (`SE`, `GAMP`, `Threshold`) carrying its layout, the code of one
+point and its figure (`core/multiindex/figures.py`); `MultiIndexModel` only declares the parameters,
+the methods and the check of a point.
 """
 
 from __future__ import annotations
@@ -26,10 +30,12 @@ import numpy as np
 
 from seqphase.core.errors import ParameterError
 from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, Variable
+from seqphase.core.multiindex import figures
 from seqphase.core.multiindex import gamp as mgamp
 from seqphase.core.multiindex import se as mse
 from seqphase.core.multiindex import thresholds as mth
 from seqphase.core.multiindex.channels import MI_CHANNELS, P_MAX, make_channel
+from seqphase.core.numerics import forward_fill, nan_log, pad_matrix
 
 _SE = {
     "damping": Param("damping", "float", "weight of the old iterate", 0.3, low=0.0, high=1.0,
@@ -71,119 +77,81 @@ _THR = {
 ISO_SE = {"z1z2": dict(n_gh=12, res=1.0, tol=1e-6, q_perfect=1 - 1e-5), "sign-z1z2": dict(n_gh=40, tol=1e-8)}
 
 
-def _pad(A, p):
-    out = np.full((P_MAX, P_MAX), np.nan)
-    out[:p, :p] = A
-    return out
+def channel_of(params):
+    """The channel of a point ("norm2" takes p; p = 0 means "not used")."""
+    return make_channel(params["channel"], params.get("p") or None)
 
 
-class MultiIndexModel(Model):
-    def __init__(self):
-        super().__init__(
-            name="multiindex",
-            description="multi-index models y = g(W x / sqrt d) with Gaussian prior: p x p SE, GAMP, "
-                        "weak-learnability thresholds and the grand staircase",
-            params={
-                "alpha": Param("alpha", "float", "sample complexity n/d", REQUIRED, low=0.0),
-                "channel": Param("channel", "choice", "multi-index channel", "z1z2", choices=tuple(MI_CHANNELS)),
-                "p": Param("p", "int", "number of indices of 'norm2' (0 = not used)", 0, low=0, high=P_MAX,
-                           low_inclusive=True),
-            },
-            methods={
-                "se": Method(_SE, version=1, doc="p x p state evolution, two starts"),
-                "gamp": Method(_GAMP, version=3, doc="GAMP with p x p Onsager terms (v2: damping-consistent Onsager "
-                                                 "term; v3: variance update auto, no V -> 0 runaway)"),
-                "threshold": Method(_THR, version=1, doc="grand staircase, two ways per stage",
-                                    excludes=("alpha",)),
-            },
-        )
+_MATRIX = ("row", "col")
 
-    def check_point(self, method, params):
-        ch, p = params.get("channel"), params.get("p", 0)
-        if ch == "norm2" and p == 0:
-            raise ParameterError("params.p", "channel 'norm2' needs p", f"set p in 1..{P_MAX}")
-        if ch != "norm2" and p != 0:
-            raise ParameterError("params.p", f"p={p} is only used by channel 'norm2'", "remove p")
-        if ch == "norm2" and p == 3 and method in ("se", "gamp"):
-            raise ParameterError("params.p", "g_out of norm2 is implemented for p <= 2 (quadrature budget)",
-                                 "use p = 1 or 2 for se/gamp (p = 3 is available for threshold)")
-        return params
 
-    @staticmethod
-    def channel(params):
-        return make_channel(params["channel"], params.get("p") or None)
+def _matrix_dims():
+    """The p x p variables of every channel share one (row, col) layout of size P_MAX."""
+    return {"row": np.arange(1, P_MAX + 1), "col": np.arange(1, P_MAX + 1)}
 
-    def layout(self, method, settings):
-        rc = {"row": np.arange(1, P_MAX + 1), "col": np.arange(1, P_MAX + 1)}
-        m = ("row", "col")
-        if method == "se":
-            dims = dict(rc, se_iteration=np.arange(settings["max_iter"] + 1))
-            v = {}
-            for suf, what in (("", "branch of larger overlap trace"), ("_amp", "uninformed start"),
-                              ("_informed", "informed start")):
-                v[f"overlap{suf}"] = Variable(m, "f8", f"overlap Q (p x p, NaN-padded), {what}")
-                v[f"gen_error{suf}"] = Variable((), "f8", f"Bayes-optimal test error (MC), {what}")
-            for suf in ("_amp", "_informed"):
-                v[f"n_iter{suf}"] = Variable((), "i4", "SE iterations run")
-                v[f"converged{suf}"] = Variable((), "i1", "1 if the SE met its tolerance")
-                v[f"residual{suf}"] = Variable(("se_iteration",), "f8", "max |change of Q| per iteration")
-            v["branches_differ"] = Variable((), "i1", "1 if the two starts reach different overlaps")
-            return Layout(dims, v)
-        if method == "gamp":
-            dims = dict(seed=np.arange(settings["n_seeds"]), iteration=np.arange(settings["max_iter"] + 1), **rc)
-            t = ("seed", "iteration")
-            return Layout(dims, {
-                "overlap": Variable(t + m, "f8", "M = W_hat W*^T / d per iteration"),
-                "self_overlap": Variable(t + m, "f8", "W_hat W_hat^T / d per iteration"),
-                "n_iter": Variable(("seed",), "i4", "iterations run (then forward-filled)"),
-                "converged": Variable(("seed",), "i1", "1 if GAMP met its tolerance"),
-                "overlap_se": Variable(m, "f8", "SE prediction (uninformed start) of Q"),
-            })
-        if method == "threshold":
-            dims = dict(stage=np.arange(1, settings["max_stages"] + 1), **rc)
-            return Layout(dims, {
-                "alpha_stability": Variable(("stage",), "f8", "linear stability (0 trivial, inf hard)"),
-                "alpha_bisection": Variable(("stage",), "f8", "SE bisection with small side information"),
-                "subspace_dim": Variable(("stage",), "f8", "dimension of the subspace learned after the stage"),
-                "stage_kind": Variable(("stage",), "f8", "0 trivial, 1 easy, 2 hard, 3 first-order jump"),
-                "relative_gap": Variable(("stage",), "f8", "|stability - bisection| / stability"),
-                "projector": Variable(("stage",) + m, "f8", "projector onto the learned subspace"),
-            })
-        raise ParameterError("method.name", f"unknown method {method!r}")
 
-    def run(self, method, params, settings, seed_sequence):
-        ch = self.channel(params)
-        if method == "se":
-            return self._se(ch, params["alpha"], settings, seed_sequence)
-        if method == "gamp":
-            return self._gamp(ch, params["alpha"], settings, seed_sequence)
-        return self._threshold(ch, settings)
+class SE(Method):
+    """p x p SE (Monte Carlo, common random numbers) from the uninformed and the informed start; the
+    stored `overlap` is the branch of larger trace."""
 
-    def _se(self, ch, alpha, settings, seed_sequence):
+    def layout(self, settings):
+        dims = dict(_matrix_dims(), se_iteration=np.arange(settings["max_iter"] + 1))
+        v = {}
+        for suf, what in (("", "branch of larger overlap trace"), ("_amp", "uninformed start"),
+                          ("_informed", "informed start")):
+            v[f"overlap{suf}"] = Variable(_MATRIX, "f8", f"overlap Q (p x p, NaN-padded), {what}")
+            v[f"gen_error{suf}"] = Variable((), "f8", f"Bayes-optimal test error (MC), {what}")
+        for suf in ("_amp", "_informed"):
+            v[f"n_iter{suf}"] = Variable((), "i4", "SE iterations run")
+            v[f"converged{suf}"] = Variable((), "i1", "1 if the SE met its tolerance")
+            v[f"residual{suf}"] = Variable(("se_iteration",), "f8", "max |change of Q| per iteration")
+        v["branches_differ"] = Variable((), "i1", "1 if the two starts reach different overlaps")
+        return Layout(dims, v)
+
+    def run(self, params, settings, seed_sequence):
+        ch, alpha = channel_of(params), params["alpha"]
         rng = np.random.default_rng(seed_sequence)
         expect = mse.Expectation(ch, "mc", n_mc=settings["n_mc"], rng=rng)
         kw = dict(damping=settings["damping"], tol=settings["tol"], max_iter=settings["max_iter"], expect=expect)
         amp = mse.mi_se(ch, alpha, Q0=1e-4 * np.eye(ch.p), **kw)
         inf = mse.mi_se(ch, alpha, Q0=(1 - 1e-3) * np.eye(ch.p), **kw)
         out = {}
-        n_log = settings["max_iter"] + 1
         errs = {}
         for key, st in (("amp", amp), ("informed", inf)):
-            out[f"overlap_{key}"] = _pad(st.Q, ch.p)
+            out[f"overlap_{key}"] = pad_matrix(st.Q, P_MAX)
             errs[key] = mse.gen_error_mc(ch, st.Q, rng=np.random.default_rng(seed_sequence.spawn(1)[0]))
             out[f"gen_error_{key}"] = errs[key]
             out[f"n_iter_{key}"] = st.n_iter
             out[f"converged_{key}"] = int(st.converged)
-            log = np.full(n_log, np.nan)
-            log[: min(n_log, st.residuals.size)] = st.residuals[:n_log]
-            out[f"residual_{key}"] = log
+            out[f"residual_{key}"] = nan_log(st.residuals, settings["max_iter"] + 1)
         best = "amp" if np.trace(amp.Q) >= np.trace(inf.Q) - 1e-6 else "informed"
         out["overlap"] = out[f"overlap_{best}"]
         out["gen_error"] = errs[best]
         out["branches_differ"] = int(abs(np.trace(amp.Q) - np.trace(inf.Q)) > 1e-3 * ch.p)
         return out
 
-    def _gamp(self, ch, alpha, settings, seed_sequence):
+    def figure(self, plt, ds, companions):
+        return figures.plot_se(plt, ds)
+
+
+class GAMP(Method):
+    """GAMP on `n_seeds` instances of dimension d (per-iteration M and self-overlap, forward-filled
+    after the stop), and the SE prediction of the AMP branch."""
+
+    def layout(self, settings):
+        dims = dict(seed=np.arange(settings["n_seeds"]), iteration=np.arange(settings["max_iter"] + 1),
+                    **_matrix_dims())
+        t = ("seed", "iteration")
+        return Layout(dims, {
+            "overlap": Variable(t + _MATRIX, "f8", "M = W_hat W*^T / d per iteration"),
+            "self_overlap": Variable(t + _MATRIX, "f8", "W_hat W_hat^T / d per iteration"),
+            "n_iter": Variable(("seed",), "i4", "iterations run (then forward-filled)"),
+            "converged": Variable(("seed",), "i1", "1 if GAMP met its tolerance"),
+            "overlap_se": Variable(_MATRIX, "f8", "SE prediction (uninformed start) of Q"),
+        })
+
+    def run(self, params, settings, seed_sequence):
+        ch, alpha = channel_of(params), params["alpha"]
         n_seeds, n_trace = settings["n_seeds"], settings["max_iter"] + 1
         out = {k: np.full((n_seeds, n_trace, P_MAX, P_MAX), np.nan) for k in ("overlap", "self_overlap")}
         out["n_iter"] = np.zeros(n_seeds, int)
@@ -194,22 +162,40 @@ class MultiIndexModel(Model):
             tr = mgamp.run_gamp(ch, X, y, W, max_iter=settings["max_iter"], damping=settings["damping"],
                                 tol=settings["tol"], side_info=settings["side_info"], rng=rng,
                                 variance=settings["variance"])
-            for key, arr in (("overlap", tr.overlap), ("self_overlap", tr.self_overlap)):
-                k = arr.shape[0]
-                out[key][s, :k, : ch.p, : ch.p] = arr[:n_trace]
-                out[key][s, k:, : ch.p, : ch.p] = arr[-1]
+            out["overlap"][s] = pad_matrix(forward_fill(tr.overlap, n_trace), P_MAX)
+            out["self_overlap"][s] = pad_matrix(forward_fill(tr.self_overlap, n_trace), P_MAX)
             out["n_iter"][s] = tr.n_iter
             out["converged"][s] = int(tr.converged)
         if ch.name in ISO_SE:  # deterministic SE on Q = q I (the SE fixed point is isotropic here)
             q, _ = mse.iso_se(ch, alpha, **ISO_SE[ch.name])
-            out["overlap_se"] = _pad(q * np.eye(ch.p), ch.p)
+            out["overlap_se"] = pad_matrix(q * np.eye(ch.p), P_MAX)
         else:  # Monte Carlo SE (4000 samples): indicative only, +-0.02 seed-to-seed
             se_state = mse.mi_se(ch, alpha, damping=0.3, tol=1e-6, max_iter=300,
                                  expect=mse.Expectation(ch, "mc", n_mc=4000, rng=np.random.default_rng(seed_sequence)))
-            out["overlap_se"] = _pad(se_state.Q, ch.p)
+            out["overlap_se"] = pad_matrix(se_state.Q, P_MAX)
         return out
 
-    def _threshold(self, ch, settings):
+    def figure(self, plt, ds, companions):
+        return figures.plot_gamp(plt, ds, companions.get("se_sweep"))
+
+
+class Threshold(Method):
+    """The grand staircase of a channel: per stage, stability and SE-bisection alphas, the learned
+    subspace and the stage kind (NaN-padded to `max_stages`)."""
+
+    def layout(self, settings):
+        dims = dict(stage=np.arange(1, settings["max_stages"] + 1), **_matrix_dims())
+        return Layout(dims, {
+            "alpha_stability": Variable(("stage",), "f8", "linear stability (0 trivial, inf hard)"),
+            "alpha_bisection": Variable(("stage",), "f8", "SE bisection with small side information"),
+            "subspace_dim": Variable(("stage",), "f8", "dimension of the subspace learned after the stage"),
+            "stage_kind": Variable(("stage",), "f8", "0 trivial, 1 easy, 2 hard, 3 first-order jump"),
+            "relative_gap": Variable(("stage",), "f8", "|stability - bisection| / stability"),
+            "projector": Variable(("stage",) + _MATRIX, "f8", "projector onto the learned subspace"),
+        })
+
+    def run(self, params, settings, seed_sequence):
+        ch = channel_of(params)
         if settings["alpha_lo"] >= settings["alpha_hi"]:
             raise ParameterError("method.alpha_lo", "alpha_lo must be below alpha_hi")
         stages = mth.staircase(ch, alpha_lo=settings["alpha_lo"], alpha_hi=settings["alpha_hi"],
@@ -232,5 +218,44 @@ class MultiIndexModel(Model):
                 out["relative_gap"][i] = 0.0 if a == b else np.nan
             else:
                 out["relative_gap"][i] = abs(a - b) / a
-            out["projector"][i] = _pad(st.projector, ch.p)
+            out["projector"][i] = pad_matrix(st.projector, P_MAX)
         return out
+
+    def figure(self, plt, ds, companions):
+        return figures.plot_threshold(plt, ds)
+
+
+class MultiIndexModel(Model):
+    """The multi-index family: a table of parameters and methods (the methods' code is in the classes
+    above)."""
+
+    def __init__(self):
+        super().__init__(
+            name="multiindex",
+            description="multi-index models y = g(W x / sqrt d) with Gaussian prior: p x p SE, GAMP, "
+                        "weak-learnability thresholds and the grand staircase",
+            params={
+                "alpha": Param("alpha", "float", "sample complexity n/d", REQUIRED, low=0.0),
+                "channel": Param("channel", "choice", "multi-index channel", "z1z2", choices=tuple(MI_CHANNELS)),
+                "p": Param("p", "int", "number of indices of 'norm2' (0 = not used)", 0, low=0, high=P_MAX,
+                           low_inclusive=True),
+            },
+            methods={
+                "se": SE(_SE, version=1, doc="p x p state evolution, two starts"),
+                "gamp": GAMP(_GAMP, version=3, doc="GAMP with p x p Onsager terms (v2: damping-consistent "
+                                                   "Onsager term; v3: variance update auto, no V -> 0 runaway)"),
+                "threshold": Threshold(_THR, version=1, doc="grand staircase, two ways per stage",
+                                       excludes=("alpha",)),
+            },
+        )
+
+    def check_point(self, method, params):
+        ch, p = params.get("channel"), params.get("p", 0)
+        if ch == "norm2" and p == 0:
+            raise ParameterError("params.p", "channel 'norm2' needs p", f"set p in 1..{P_MAX}")
+        if ch != "norm2" and p != 0:
+            raise ParameterError("params.p", f"p={p} is only used by channel 'norm2'", "remove p")
+        if ch == "norm2" and p == 3 and method in ("se", "gamp"):
+            raise ParameterError("params.p", "g_out of norm2 is implemented for p <= 2 (quadrature budget)",
+                                 "use p = 1 or 2 for se/gamp (p = 3 is available for threshold)")
+        return params

@@ -16,21 +16,7 @@ import math
 import numpy as np
 from scipy import optimize, special
 
-from .quadrature import gauss_hermite, gaussian_panels
-
-_LOG2 = math.log(2.0)
-
-
-def _logcosh(x):
-    """log cosh x without overflow: |x| + log1p(exp(-2|x|)) - log 2."""
-    ax = np.abs(x)
-    return ax + np.log1p(np.exp(-2.0 * ax)) - _LOG2
-
-
-def _sech2(x):
-    """sech^2 x = 4 e^{-2|x|} / (1 + e^{-2|x|})^2, with full relative accuracy for large |x|."""
-    e = np.exp(-2.0 * np.abs(x))
-    return 4.0 * e / (1.0 + e) ** 2
+from seqphase.core.numerics import gauss_hermite, gaussian_panels, logcosh, sech2
 
 
 class Prior:
@@ -129,10 +115,10 @@ class RademacherPrior(Prior):
 
     def denoise(self, B, A):
         B, A = np.broadcast_arrays(np.asarray(B, float), np.asarray(A, float))
-        return np.tanh(B), _sech2(B)
+        return np.tanh(B), sech2(B)
 
     def log_partition(self, B, A):
-        return _logcosh(np.asarray(B, float)) - 0.5 * np.asarray(A, float)
+        return logcosh(np.asarray(B, float)) - 0.5 * np.asarray(A, float)
 
     def _rule(self, mhat):
         # By symmetry x0 = +1: B = mhat + sqrt(mhat) xi; the posterior switches where B ~ 0, i.e.
@@ -145,14 +131,14 @@ class RademacherPrior(Prior):
         if mhat <= 0:
             return 1.0
         xi, w = self._rule(mhat)
-        return float(w @ _sech2(mhat + math.sqrt(mhat) * xi))
+        return float(w @ sech2(mhat + math.sqrt(mhat) * xi))
 
     def free_entropy(self, mhat):
         mhat = float(mhat)
         if mhat <= 0:
             return 0.0
         xi, w = self._rule(mhat)
-        return float(w @ _logcosh(mhat + math.sqrt(mhat) * xi)) - 0.5 * mhat
+        return float(w @ logcosh(mhat + math.sqrt(mhat) * xi)) - 0.5 * mhat
 
 
 class GaussBernoulliPrior(Prior):

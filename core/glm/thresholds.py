@@ -9,7 +9,8 @@
 * Information-theoretic (first-order) threshold: crossing of the free entropies of the informed and
   uninformed SE branches (``information_theoretic_threshold``).
 
-All use the same channel ``g_out`` and prior ``mmse`` as SE and GAMP.
+All use the same channel kernel ``g_out_scalar`` and prior ``mmse`` as SE and GAMP, and the shared
+bisection loop of ``numerics``.
 """
 
 from __future__ import annotations
@@ -19,27 +20,9 @@ import math
 import numpy as np
 from scipy import optimize
 
-from .se import channel_mhat, glm_se
+from seqphase.core.glm.se import channel_mhat, glm_se
+from seqphase.core.numerics import bisect_monotone
 
-
-def narrow_bracket(pred, lo, hi, rtol):
-    """Bisect a bracket with pred(lo) False and pred(hi) True (pred monotone) down to a relative
-    width rtol; return its midpoint. The one bisection loop of seqphase (GLM and multi-index)."""
-    while hi - lo > rtol * hi:
-        mid = 0.5 * (lo + hi)
-        if pred(mid):
-            hi = mid
-        else:
-            lo = mid
-    return 0.5 * (lo + hi)
-
-
-def _bisect(pred, lo, hi, rtol):
-    """Smallest alpha in [lo, hi] with pred(alpha) True, assuming pred monotone (False then True).
-    NaN if pred(hi) is False or pred(lo) is True (no transition inside the bracket)."""
-    if pred(lo) or not pred(hi):
-        return math.nan
-    return narrow_bracket(pred, lo, hi, rtol)
 
 
 def weak_recovery_stability(prior, channel):
@@ -52,10 +35,10 @@ def weak_recovery_stability(prior, channel):
     """
     rho = prior.rho
     omega = np.zeros(1)
-    eg2 = float(channel.expect_y(lambda y, o, v: channel.g_out(y, o, v)[0] ** 2, omega, rho)[0])
+    eg2 = float(channel.expect_y(lambda y, o, v: channel.g_out_scalar(y, o, v)[0] ** 2, omega, rho)[0])
     if eg2 > 1e-12:
         return 0.0
-    edg2 = float(channel.expect_y(lambda y, o, v: channel.g_out(y, o, v)[1] ** 2, omega, rho)[0])
+    edg2 = float(channel.expect_y(lambda y, o, v: channel.g_out_scalar(y, o, v)[1] ** 2, omega, rho)[0])
     if edg2 <= 1e-14:
         return math.inf
     return 1.0 / (rho**2 * edg2)
@@ -81,7 +64,7 @@ def weak_recovery_bisection(prior, channel, *, side_info=1e-10, overlap_cut=1e-4
                     max_iter=max_iter, stop=lambda V: float(V) < cut_v)
         return st.overlap > overlap_cut
 
-    return _bisect(pred, alpha_lo, alpha_hi, rtol)
+    return bisect_monotone(pred, alpha_lo, alpha_hi, rtol)
 
 
 def _eg2(channel, prior, V):
@@ -135,7 +118,7 @@ def perfect_recovery_bisection(prior, channel, *, mse_cut_fraction=1e-3, alpha_l
                     stop=lambda V: float(V) < v_cut)
         return st.mse < v_cut
 
-    return _bisect(pred, alpha_lo, alpha_hi, rtol)
+    return bisect_monotone(pred, alpha_lo, alpha_hi, rtol)
 
 
 def information_theoretic_threshold(prior, channel, *, alpha_lo=0.1, alpha_hi=3.0, rtol=1e-5,
@@ -157,4 +140,4 @@ def information_theoretic_threshold(prior, channel, *, alpha_lo=0.1, alpha_hi=3.
             return inf.mse < 1e-3 * rho
         return inf.free_entropy >= amp.free_entropy
 
-    return _bisect(pred, alpha_lo, alpha_hi, rtol)
+    return bisect_monotone(pred, alpha_lo, alpha_hi, rtol)

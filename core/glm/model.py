@@ -1,0 +1,263 @@
+"""The generalised linear model: y ~ P_out(. | z), z = F x, x_i ~ P0 i.i.d., F_ij ~ N(0, 1/d).
+
+Registry name "glm". Parameters: `prior` (gaussian, rademacher, gauss-bernoulli), `channel` (linear,
+sign, abs, square), `rho` (Gauss-Bernoulli density; 1 for the other priors), `delta` (label-noise
+variance of the linear channel), `alpha` = n/d (not a parameter of threshold sweeps, which compute it).
+
+Methods:
+- "se": Bayes-optimal state evolution from an uninformed start (the AMP branch) and an informed start;
+  the Bayes-optimal branch is the one of larger free entropy (first-order transitions are resolved by
+  comparing free entropies, not by which start one happened to use).
+- "gamp": GAMP on `n_seeds` instances of dimension `d`, per-iteration overlaps and errors, plus the SE
+  prediction of the AMP branch at the same point for comparison.
+- "threshold": critical alphas, each two independent ways: `weak` recovery (linear stability of the
+  uninformative fixed point versus SE bisection with small side information) and `perfect` recovery
+  (AMP spinodal from the parametric fixed-point curve versus SE bisection), plus the
+  information-theoretic threshold from the free-entropy crossing.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from seqphase.core.errors import ParameterError
+from seqphase.core.glm import figures
+from seqphase.core.glm import gamp as gamp_mod
+from seqphase.core.glm import se as se_mod
+from seqphase.core.glm import thresholds
+from seqphase.core.glm.channels import CHANNELS
+from seqphase.core.glm.priors import PRIORS
+from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, Variable
+from seqphase.core.numerics import forward_fill, nan_log
+
+_P = 1  # scalar GLM: the overlap is a 1 x 1 matrix, stored with the same (row, col) dims as p x p models
+
+_SE_SETTINGS = {
+    "damping": Param("damping", "float", "weight of the old iterate in x <- (1-d) step(x) + d x",
+                     0.0, low=0.0, high=1.0, low_inclusive=True, high_inclusive=False),
+    "tol": Param("tol", "float", "stop when max |change of the MSE| < tol", 1e-10, low=0.0, high=1e-2),
+    "max_iter": Param("max_iter", "int", "iteration cap of each SE run", 2000, low=1, high=1_000_000,
+                      low_inclusive=True),
+}
+
+_GAMP_SETTINGS = {
+    "d": Param("d", "int", "dimension of the instances", 1000, low=10, high=100_000, low_inclusive=True),
+    "n_seeds": Param("n_seeds", "int", "instances per point", 16, low=1, high=4096, low_inclusive=True),
+    "max_iter": Param("max_iter", "int", "GAMP iterations (the trace is forward-filled after convergence)",
+                      100, low=1, high=10_000, low_inclusive=True),
+    "damping": Param("damping", "float", "GAMP damping", 0.0, low=0.0, high=1.0, low_inclusive=True,
+                     high_inclusive=False),
+    "tol": Param("tol", "float", "stop when the estimate moves less than tol (rms)", 1e-8, low=0.0, high=1e-1),
+}
+
+_THRESHOLD_SETTINGS = {
+    "transitions": Param("transitions", "choices", "which transitions to locate (a grid dim)", ["weak"],
+                         choices=("weak", "perfect")),
+    "alpha_lo": Param("alpha_lo", "float", "lower end of the bisection bracket", 0.01, low=0.0),
+    "alpha_hi": Param("alpha_hi", "float", "upper end of the bisection bracket", 5.0, low=0.0),
+    "rtol": Param("rtol", "float", "relative width at which bisections stop", 1e-4, low=0.0, high=0.1),
+    "side_info": Param("side_info", "float", "side-information SNR lambda of the weak-recovery bisection",
+                       1e-10, low=0.0, high=1e-2),
+    "overlap_cut": Param("overlap_cut", "float", "overlap above which weak recovery counts as achieved",
+                         1e-4, low=0.0, high=0.5),
+    "mse_cut_fraction": Param("mse_cut_fraction", "float",
+                              "MSE/rho below which perfect recovery counts as achieved", 1e-3, low=0.0, high=0.5),
+    "it_threshold": Param("it_threshold", "bool", "also locate the free-entropy (information-theoretic) "
+                          "crossing of a perfect-recovery transition", True),
+}
+
+
+def build(params):
+    """The (prior, channel) pair of a point."""
+    prior_cls = PRIORS[params["prior"]]
+    prior = prior_cls(params["rho"]) if params["prior"] == "gauss-bernoulli" else prior_cls()
+    channel_cls = CHANNELS[params["channel"]]
+    channel = channel_cls(params["delta"]) if params["channel"] == "linear" else channel_cls()
+    return prior, channel
+
+
+_MATRIX = ("row", "col")
+
+
+def _matrix_dims():
+    return {"row": np.arange(1, _P + 1), "col": np.arange(1, _P + 1)}
+
+
+class SE(Method):
+    """Bayes-optimal SE from the uninformed and informed starts; the Bayes-optimal branch has the larger
+    free entropy."""
+
+    def layout(self, settings):
+        dims = dict(_matrix_dims(), se_iteration=np.arange(settings["max_iter"] + 1))
+        variables = {}
+        for suffix, what in (("", "Bayes-optimal branch (larger free entropy)"),
+                             ("_amp", "AMP branch (uninformed start)"),
+                             ("_informed", "informed start")):
+            variables[f"overlap{suffix}"] = Variable(_MATRIX, "f8", f"overlap m, {what}")
+            variables[f"mse{suffix}"] = Variable((), "f8", f"MSE rho - m, {what}")
+            variables[f"gen_error{suffix}"] = Variable((), "f8", f"Bayes-optimal test error, {what}")
+            variables[f"free_entropy{suffix}"] = Variable((), "f8", f"RS free entropy, {what}")
+        for suffix in ("_amp", "_informed"):
+            variables[f"n_iter{suffix}"] = Variable((), "i4", "SE iterations run")
+            variables[f"converged{suffix}"] = Variable((), "i1", "1 if the SE met its tolerance")
+            variables[f"residual{suffix}"] = Variable(("se_iteration",), "f8",
+                                                      "convergence log: max |change| per iteration")
+        variables["branches_differ"] = Variable((), "i1", "1 if the two starts reach different fixed points")
+        return Layout(dims, variables)
+
+    def run(self, params, settings, seed_sequence):
+        prior, channel = build(params)
+        branches = se_mod.glm_se_branches(prior, channel, params["alpha"], damping=settings["damping"],
+                                          tol=settings["tol"], max_iter=settings["max_iter"])
+        out = {}
+        for key, suffix in (("bayes", ""), ("amp", "_amp"), ("informed", "_informed")):
+            state = branches[key]
+            out[f"overlap{suffix}"] = np.full((_P, _P), state.overlap)
+            out[f"mse{suffix}"] = state.mse
+            out[f"gen_error{suffix}"] = state.gen_error
+            out[f"free_entropy{suffix}"] = state.free_entropy
+        for key in ("amp", "informed"):
+            state = branches[key]
+            out[f"n_iter_{key}"] = state.n_iter
+            out[f"converged_{key}"] = int(bool(state.converged))
+            out[f"residual_{key}"] = nan_log(state.residuals, settings["max_iter"] + 1)
+        gap = abs(branches["amp"].mse - branches["informed"].mse)
+        out["branches_differ"] = int(gap > 1e-6 * max(prior.rho, 1e-300))
+        return out
+
+    def figure(self, plt, ds, companions):
+        return figures.plot_se(plt, ds)
+
+
+class GAMP(Method):
+    """GAMP on `n_seeds` instances of dimension d, with the SE prediction of the AMP branch."""
+
+    def layout(self, settings):
+        dims = {"seed": np.arange(settings["n_seeds"]), "iteration": np.arange(settings["max_iter"] + 1),
+                **_matrix_dims()}
+        traced = ("seed", "iteration")
+        return Layout(dims, {
+            "overlap": Variable(traced + _MATRIX, "f8", "overlap x_hat . x* / d per iteration"),
+            "self_overlap": Variable(traced + _MATRIX, "f8", "|x_hat|^2 / d per iteration"),
+            "mse": Variable(traced, "f8", "|x_hat - x*|^2 / d per iteration"),
+            "gen_error": Variable(traced, "f8", "plug-in test error per iteration"),
+            "n_iter": Variable(("seed",), "i4", "iterations run (later entries are forward-filled)"),
+            "converged": Variable(("seed",), "i1", "1 if GAMP met its tolerance"),
+            "overlap_se": Variable(_MATRIX, "f8", "SE prediction (AMP branch) of the overlap"),
+            "mse_se": Variable((), "f8", "SE prediction (AMP branch) of the MSE"),
+            "gen_error_se": Variable((), "f8", "SE prediction (AMP branch) of the test error"),
+        })
+
+    def run(self, params, settings, seed_sequence):
+        prior, channel = build(params)
+        alpha = params["alpha"]
+        n_seeds, n_trace = settings["n_seeds"], settings["max_iter"] + 1
+        out = {name: np.full((n_seeds, n_trace) + shape, np.nan) for name, shape in
+               (("overlap", (_P, _P)), ("self_overlap", (_P, _P)), ("mse", ()), ("gen_error", ()))}
+        out["n_iter"] = np.zeros(n_seeds, dtype=int)
+        out["converged"] = np.zeros(n_seeds, dtype=int)
+        # One child stream per seed: seed s of a point is the same instance whatever n_seeds is.
+        for s, child in enumerate(seed_sequence.spawn(n_seeds)):
+            rng = np.random.default_rng(child)
+            F, x, y = gamp_mod.sample_instance(prior, channel, alpha, settings["d"], rng)
+            trace = gamp_mod.run_gamp(prior, channel, F, y, x, damping=settings["damping"],
+                                      max_iter=settings["max_iter"], tol=settings["tol"], rng=rng)
+            for name in ("overlap", "self_overlap", "mse", "gen_error"):
+                values = forward_fill(np.asarray(getattr(trace, name), dtype=float), n_trace)
+                out[name][s] = values.reshape((n_trace,) + out[name].shape[2:]) if values.ndim == 1 else values
+            out["n_iter"][s] = trace.n_iter
+            out["converged"][s] = int(bool(trace.converged))
+        amp = se_mod.glm_se(prior, channel, alpha, start="uninformed")
+        out["overlap_se"] = np.full((_P, _P), amp.overlap)
+        out["mse_se"] = amp.mse
+        out["gen_error_se"] = amp.gen_error
+        return out
+
+    def figure(self, plt, ds, companions):
+        return figures.plot_gamp(plt, ds, companions.get("se_sweep"))
+
+
+class Threshold(Method):
+    """Critical alphas, two independent ways each (stability and SE bisection), plus the
+    information-theoretic threshold of a perfect-recovery transition."""
+
+    def layout(self, settings):
+        return Layout({}, {
+            "alpha_stability": Variable((), "f8", "weak: linear stability of the uninformative fixed point "
+                                        "(0 = trivial, inf = hard); perfect: AMP spinodal from the "
+                                        "parametric fixed-point curve"),
+            "alpha_bisection": Variable((), "f8", "bisection on alpha of the SE from the uninformed start "
+                                        "(with small side information for weak recovery)"),
+            "alpha_it": Variable((), "f8", "information-theoretic threshold (free-entropy crossing); "
+                                 "NaN for weak recovery"),
+            "relative_gap": Variable((), "f8", "|stability - bisection| / stability"),
+        })
+
+    def run(self, params, settings, seed_sequence):
+        prior, channel = build(params)
+        bracket = {"alpha_lo": settings["alpha_lo"], "alpha_hi": settings["alpha_hi"]}
+        if settings["alpha_lo"] >= settings["alpha_hi"]:
+            raise ParameterError("method.alpha_lo", "alpha_lo must be below alpha_hi")
+        alpha_it = math.nan
+        if params["transition"] == "weak":
+            alpha_stability = thresholds.weak_recovery_stability(prior, channel)
+            alpha_bisection = thresholds.weak_recovery_bisection(
+                prior, channel, side_info=settings["side_info"], overlap_cut=settings["overlap_cut"],
+                rtol=settings["rtol"], **bracket)
+        else:
+            alpha_stability = thresholds.perfect_recovery_spinodal(
+                prior, channel, mse_cut_fraction=settings["mse_cut_fraction"])
+            alpha_bisection = thresholds.perfect_recovery_bisection(
+                prior, channel, mse_cut_fraction=settings["mse_cut_fraction"], rtol=settings["rtol"], **bracket)
+            if settings["it_threshold"]:
+                alpha_it = thresholds.information_theoretic_threshold(prior, channel, **bracket)
+        if alpha_stability in (0.0, math.inf) or not math.isfinite(alpha_bisection):
+            gap = 0.0 if alpha_stability == alpha_bisection else math.nan
+        else:
+            gap = abs(alpha_stability - alpha_bisection) / alpha_stability
+        return {"alpha_stability": alpha_stability, "alpha_bisection": alpha_bisection,
+                "alpha_it": alpha_it, "relative_gap": gap}
+
+    def figure(self, plt, ds, companions):
+        return figures.plot_threshold(plt, ds)
+
+
+class GLMModel(Model):
+    """The GLM: a table of parameters and methods (the methods' code is in the classes above)."""
+
+    def __init__(self):
+        super().__init__(
+            name="glm",
+            description="generalised linear model: prior x output channel (perceptron, compressed "
+                        "sensing, phase retrieval, linear regression)",
+            params={
+                "alpha": Param("alpha", "float", "sample complexity n/d", REQUIRED, low=0.0),
+                "prior": Param("prior", "choice", "prior of the signal", "gaussian", choices=tuple(PRIORS)),
+                "channel": Param("channel", "choice", "output channel", "sign", choices=tuple(CHANNELS)),
+                "rho": Param("rho", "float", "Gauss-Bernoulli density (1 for other priors)", 1.0,
+                             low=0.0, high=1.0),
+                "delta": Param("delta", "float", "label-noise variance of the linear channel", 0.0,
+                               low=0.0, low_inclusive=True),
+            },
+            methods={
+                "se": SE(_SE_SETTINGS, version=1, doc="state evolution, both branches"),
+                "gamp": GAMP(_GAMP_SETTINGS, version=2,
+                             doc="GAMP on finite instances (v2: damping-consistent Onsager term)"),
+                "threshold": Threshold(_THRESHOLD_SETTINGS, version=1, doc="critical alphas, two ways each",
+                                       axes={"transition": "transitions"}, excludes=("alpha",)),
+            },
+        )
+
+    def check_point(self, method, params):
+        if params.get("rho", 1.0) != 1.0 and params["prior"] != "gauss-bernoulli":
+            raise ParameterError("params.rho", f"rho={params['rho']} is only used by prior 'gauss-bernoulli'",
+                                 "remove rho or set prior = \"gauss-bernoulli\"")
+        if params.get("delta", 0.0) != 0.0 and params["channel"] != "linear":
+            raise ParameterError("params.delta", f"delta={params['delta']} is only used by channel 'linear'",
+                                 "remove delta or set channel = \"linear\"")
+        if method == "threshold" and params["channel"] == "linear" and params["prior"] == "gaussian":
+            raise ParameterError("params.prior", "a Gaussian prior with a linear channel has no phase "
+                                 "transition to locate", "use prior = \"gauss-bernoulli\" (compressed sensing)")
+        return params

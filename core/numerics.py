@@ -1,0 +1,313 @@
+"""Shared numerics of every model family: quadrature, special functions, fixed points, bisections,
+small linear algebra and padding. Imports numpy/scipy only, never a family (core/<family>/ import it).
+
+Quadrature rules for Gaussian expectations E_{xi ~ N(0,1)}[f(xi)]:
+
+* ``gauss_hermite(n)``: probabilists' Gauss-Hermite, exact for polynomials of degree < 2n. Good for
+  smooth integrands whose structure lives on the O(1) scale of the Gaussian.
+* ``gaussian_panels(features)``: composite Gauss-Legendre on [-L, L] with the Gaussian density folded
+  into the weights, refined around "features" (sharp transitions of known centre and width). This is
+  the SNR-adaptive rule: at large SNR the integrands of SE switch over windows of width ~ 1/sqrt(mhat),
+  which a fixed Gauss-Hermite rule under-resolves and turns into spurious fixed points (spec §3.2: a
+  201-node GH rule gives a wrong compressed-sensing threshold 0.6985 instead of 0.6857).
+* ``panel_rule(a, b, width, nodes)``: plain composite Gauss-Legendre on [a, b] (Lebesgue measure).
+
+Fixed points and thresholds:
+
+* ``fixed_point``: the one damped SE iteration driver (x <- (1 - c) step(x) + c x, residual log).
+* ``narrow_bracket`` / ``bisect_monotone`` / ``bisect_alpha``: the one bisection loop, without and
+  with a guess that walks its bracket.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
+from scipy import special
+
+_SQRT_2PI = np.sqrt(2.0 * np.pi)
+_XI_MAX = 38.5  # exp(-xi^2/2) < 1e-321 beyond: the Gaussian weight is exactly 0 in float64
+
+
+@lru_cache(maxsize=64)
+def _gauss_hermite_cached(n: int):
+    x, w = np.polynomial.hermite_e.hermegauss(n)
+    w = w / w.sum()  # normalise: weights of E over N(0, 1) sum to one exactly
+    x.setflags(write=False)
+    w.setflags(write=False)
+    return x, w
+
+
+def gauss_hermite(n: int):
+    """Probabilists' Gauss-Hermite rule: E_{xi~N(0,1)} f(xi) ~= sum_k w_k f(x_k), sum_k w_k = 1.
+
+    Cached per n; the returned arrays are read-only.
+    """
+    return _gauss_hermite_cached(int(n))
+
+
+@lru_cache(maxsize=16)
+def _legendre(n: int):
+    x, w = np.polynomial.legendre.leggauss(n)
+    return x, w
+
+
+def _panel_edges(features, half_width, base_width):
+    """Sorted panel edges: a uniform base grid on [-L, L], refined grids around each feature, and
+    base-width panels filling any gap between them (features in the far tail are reached this way
+    without a uniform grid over a huge range)."""
+    L = float(half_width)
+    edges = [np.linspace(-L, L, max(2, int(np.ceil(2 * L / base_width))) + 1)]
+    for c, w in features:
+        c = float(c)
+        w = float(w)
+        if not (np.isfinite(c) and np.isfinite(w)) or w <= 0:
+            continue
+        if w >= base_width:  # feature no sharper than the base panels: nothing to refine
+            continue
+        # panels of width w/2 over +-3 widths, then growing geometrically (x1.5) up to the base
+        # width, out to +-12 widths at least: the switch (tanh / sigmoid / erfc-like) is resolved to
+        # ~1e-12 by 8 Legendre nodes per panel, at a cost logarithmic in base_width / w. Beyond
+        # |xi| = 38.5 the N(0,1) density underflows, so nothing there can matter.
+        offs = list(np.arange(0.0, 3.0 + 1e-9, 0.5))
+        h, h_max = 0.5, base_width / w
+        while offs[-1] < 12.0 or h < h_max:
+            h = min(1.5 * h, h_max)
+            offs.append(offs[-1] + h)
+            if offs[-1] * w > 2 * _XI_MAX:
+                break
+        offs = np.asarray(offs) * w
+        loc = np.concatenate((c - offs[::-1], c + offs[1:]))
+        loc = loc[(loc > -_XI_MAX) & (loc < _XI_MAX)]
+        if loc.size:
+            edges.append(loc)
+    e = np.unique(np.concatenate(edges))
+    # drop slivers created by overlapping grids (they only cost nodes, never accuracy)
+    e = e[np.concatenate(([True], np.diff(e) > 1e-14 * max(1.0, np.abs(e).max())))]
+    gaps = np.diff(e)
+    if gaps.max() > base_width * 1.0001:  # fill gaps between the base grid and far features
+        parts = [np.linspace(a, b, int(np.ceil((b - a) / base_width)) + 1)[:-1]
+                 for a, b in zip(e[:-1], e[1:])]
+        e = np.concatenate(parts + [e[-1:]])
+    return e
+
+
+def gaussian_panels(features=(), half_width: float = 10.0, base_width: float = 0.5,
+                    nodes_per_panel: int = 8):
+    """Composite Gauss-Legendre rule for E_{xi~N(0,1)}[f(xi)] on [-L, L].
+
+    Parameters
+    ----------
+    features : iterable of (centre, width)
+        Sharp structures of f in the xi variable. Around each, panels of width ~ width/2 are laid over
+        centre +- 3 widths, then graded geometrically up to the base width (so at least +- 12 widths are
+        covered by refined panels; clipped to |xi| <= 38.5 where the density underflows). The range is
+        extended to cover such features, with base-width panels bridging the gap, so a feature far
+        in the tail is still resolved (its Gaussian weight may be small but not negligible in
+        *relative* terms, e.g. for MMSEs near perfect recovery).
+    half_width : L, the truncation of the Gaussian (mass outside +-10 is 1.5e-23).
+    base_width : panel width of the base grid.
+    nodes_per_panel : Gauss-Legendre nodes per panel.
+
+    Returns
+    -------
+    nodes, weights : 1-d arrays; weights include the N(0,1) density (they sum to 1 up to truncation).
+    """
+    feats = tuple((float(c), float(w)) for c, w in features)
+    return _panels_cached(feats, float(half_width), float(base_width), int(nodes_per_panel))
+
+
+@lru_cache(maxsize=256)
+def _panels_cached(feats, half_width, base_width, nodes_per_panel):
+    edges = _panel_edges(feats, half_width, base_width)
+    x, w = _legendre(nodes_per_panel)
+    a, b = edges[:-1, None], edges[1:, None]
+    half = (b - a) / 2
+    nodes = ((a + b) / 2 + half * x[None, :]).ravel()
+    weights = (half * w[None, :]).ravel() * np.exp(-0.5 * nodes**2) / _SQRT_2PI
+    nodes.setflags(write=False)
+    weights.setflags(write=False)
+    return nodes, weights
+
+
+
+def gh_product(p, n):
+    """p-dimensional product Gauss-Hermite rule (nodes (n^p, p), weights summing to one)."""
+    x, w = gauss_hermite(n)
+    nodes = np.array(list(itertools.product(x, repeat=p)))
+    weights = np.prod(np.array(list(itertools.product(w, repeat=p))), axis=1)
+    return nodes, weights
+
+
+@lru_cache(maxsize=32)
+def panel_rule(a, b, width, nodes):
+    """Composite Gauss-Legendre rule on [a, b] (Lebesgue measure): panels of at most `width`, `nodes`
+    nodes each. Cached; returns (nodes, weights)."""
+    n_pan = max(1, int(np.ceil((b - a) / width)))
+    x, w = np.polynomial.legendre.leggauss(nodes)
+    edges = np.linspace(a, b, n_pan + 1)
+    half = np.diff(edges)[:, None] / 2
+    mid = (edges[:-1, None] + edges[1:, None]) / 2
+    return (mid + half * x).ravel(), (half * w).ravel()
+
+
+# -- special functions --------------------------------------------------------------------------
+LOG_SQRT_2PI = 0.5 * np.log(2.0 * np.pi)
+
+
+def H(x):
+    """Gaussian tail H(x) = P(xi > x) = erfc(x / sqrt 2) / 2."""
+    return 0.5 * special.erfc(np.asarray(x, float) / np.sqrt(2.0))
+
+
+def logcosh(x):
+    """log cosh x without overflow: |x| + log1p(exp(-2|x|)) - log 2."""
+    ax = np.abs(x)
+    return ax + np.log1p(np.exp(-2.0 * ax)) - np.log(2.0)
+
+
+def sech2(x):
+    """sech^2 x = 4 e^{-2|x|} / (1 + e^{-2|x|})^2, with full relative accuracy for large |x|."""
+    e = np.exp(-2.0 * np.abs(x))
+    return 4.0 * e / (1.0 + e) ** 2
+
+
+# -- small linear algebra -----------------------------------------------------------------------
+def sym(A):
+    """Symmetric part of A (over the last two axes)."""
+    return 0.5 * (A + np.swapaxes(A, -1, -2))
+
+
+def psd_sqrt(Q):
+    """Square root of the PSD part of a symmetric matrix (negative eigenvalues clipped at 0)."""
+    w, U = np.linalg.eigh(sym(Q))
+    return (U * np.sqrt(np.clip(w, 0.0, None))) @ U.T
+
+
+# -- padding of stored results ------------------------------------------------------------------
+def pad_matrix(a, size):
+    """NaN-pad the trailing (p, p) of an array to (size, size): p x p order parameters of models of
+    different p share one stored (row, col) layout."""
+    a = np.asarray(a, float)
+    p = a.shape[-1]
+    out = np.full(a.shape[:-2] + (size, size), np.nan)
+    out[..., :p, :p] = a
+    return out
+
+
+def forward_fill(trace, length):
+    """Pad a per-iteration trace to `length` by repeating its last value (the converged state)."""
+    trace = np.asarray(trace, dtype=float)
+    if trace.shape[0] >= length:
+        return trace[:length]
+    pad = np.repeat(trace[-1:], length - trace.shape[0], axis=0)
+    return np.concatenate([trace, pad], axis=0)
+
+
+def nan_log(values, length):
+    """A convergence log of `length` entries: `values` first, NaN after (and cut at `length`)."""
+    values = np.asarray(values, dtype=float)
+    log = np.full((length,) + values.shape[1:], np.nan)
+    k = min(length, values.shape[0])
+    log[:k] = values[:k]
+    return log
+
+
+# -- fixed points -------------------------------------------------------------------------------
+@dataclass
+class FixedPointResult:
+    """Outcome of ``fixed_point``: final x, iterations done, convergence flag, and the residual log
+    (max |x_new - x_old| per iteration)."""
+
+    x: np.ndarray
+    n_iter: int
+    converged: bool
+    residuals: np.ndarray = field(repr=False)
+
+
+def fixed_point(step, x0, *, damping=0.0, tol=1e-10, max_iter=2000, stop=None):
+    """Damped fixed-point iteration x <- (1 - damping) step(x) + damping x, on arrays of any shape.
+
+    Converged when max |x_new - x_old| < tol. ``stop(x)`` (optional) ends the iteration early when
+    it returns True (used by threshold bisections: "V already below the cut"); converged is then
+    False unless the tolerance was also met.
+    """
+    x = np.array(x0, dtype=float, copy=True)
+    res = []
+    converged = False
+    it = 0
+    for it in range(1, max_iter + 1):
+        new = (1.0 - damping) * np.asarray(step(x), float) + damping * x
+        r = float(np.max(np.abs(new - x))) if new.size else 0.0
+        res.append(r)
+        x = new
+        if r < tol:
+            converged = True
+            break
+        if stop is not None and stop(x):
+            break
+    return FixedPointResult(x=x, n_iter=it, converged=converged, residuals=np.asarray(res))
+
+
+# -- bisections ---------------------------------------------------------------------------------
+def narrow_bracket(pred, lo, hi, rtol):
+    """Bisect a bracket with pred(lo) False and pred(hi) True (pred monotone) down to a relative
+    width rtol; return its midpoint. The one bisection loop of seqphase."""
+    while hi - lo > rtol * hi:
+        mid = 0.5 * (lo + hi)
+        if pred(mid):
+            hi = mid
+        else:
+            lo = mid
+    return 0.5 * (lo + hi)
+
+
+def bisect_monotone(pred, lo, hi, rtol):
+    """Smallest alpha in [lo, hi] with pred(alpha) True, assuming pred monotone (False then True).
+    NaN if pred(hi) is False or pred(lo) is True (no transition inside the bracket)."""
+    if pred(lo) or not pred(hi):
+        return math.nan
+    return narrow_bracket(pred, lo, hi, rtol)
+
+
+def bisect_alpha(is_learned, lo, hi, rtol=1e-3, guess=None, bracket=0.05, max_walk=4):
+    """Smallest alpha in [lo, hi] at which is_learned(alpha) is True (inf if not learned at hi).
+
+    With `guess` (e.g. the stability value) the bracket guess (1 -+ bracket) is tried first. If the
+    transition lies outside it, the bracket walks away from the guess with doubling steps (guess
+    (1 - 2 bracket), (1 - 4 bracket), ... or upwards, at most `max_walk` steps) until it brackets the
+    transition or reaches lo / hi: a guess 3-5% off costs 2-3 more evaluations instead of a bisection
+    of the whole [lo, hi] (~9-11 more at rtol 2e-3). The ends are checked as without a guess, so the
+    guess only saves steps, it never decides the answer."""
+    if guess is not None and np.isfinite(guess) and lo < guess * (1 - bracket) and guess * (1 + bracket) < hi:
+        step = bracket
+        if is_learned(guess * (1 + bracket)):
+            top = guess * (1 + bracket)  # learned here: walk down
+            for _ in range(max_walk):
+                if guess * (1 - step) <= lo:
+                    break
+                below = guess * (1 - step)
+                if not is_learned(below):
+                    return narrow_bracket(is_learned, below, top, rtol)
+                top, step = below, 2 * step
+            hi = top
+        else:
+            bottom = guess * (1 + bracket)  # not learned here: walk up
+            for _ in range(max_walk):
+                if guess * (1 + 2 * step) >= hi:
+                    break
+                step *= 2
+                above = guess * (1 + step)
+                if is_learned(above):
+                    return narrow_bracket(is_learned, bottom, above, rtol)
+                bottom = above
+            lo = bottom
+    if not is_learned(hi):
+        return np.inf
+    if is_learned(lo):
+        return lo
+    return narrow_bracket(is_learned, lo, hi, rtol)
