@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import fcntl
+import itertools
 import json
 import os
 import socket
@@ -73,6 +74,7 @@ def _quiet():
         warnings.filterwarnings("ignore", message=".*does not have a Zarr V3 specification.*")
         warnings.filterwarnings("ignore", category=FutureWarning)
         warnings.filterwarnings("ignore", message=".*[Cc]onsolidated metadata.*")
+        warnings.filterwarnings("ignore", message=".*not recognized as a component of a Zarr hierarchy.*")
         yield
 
 
@@ -479,14 +481,27 @@ class SweepGroup:
         return out
 
     def read_block(self, name, selection):
-        """One chunk's block (a writable copy); fill values if the chunk is damaged."""
+        """A block of an array (a writable copy); the chunks in it that cannot be read come back as fill
+        values (a damaged chunk is overwritten whole by the writer)."""
         arr = self.arrays[name]
         try:
             with _quiet():
                 return np.array(arr[selection])
-        except Exception:  # noqa: BLE001 -- damaged: the writer overwrites the whole chunk
-            shape = tuple(len(range(*s.indices(n))) for s, n in zip(selection, arr.shape))
-            return np.full(shape, arr.fill_value, dtype=arr.dtype)
+        except Exception:  # noqa: BLE001 -- read the block chunk by chunk
+            pass
+        bounds = [range(*s.indices(n))[::1] for s, n in zip(selection, arr.shape)]
+        block = np.full(tuple(len(b) for b in bounds), arr.fill_value, dtype=arr.dtype)
+        ranges = [range(b.start // c, -(-b.stop // c)) for b, c in zip(bounds, arr.chunks)]
+        for chunk in itertools.product(*ranges):
+            part = tuple(slice(max(i * c, b.start), min((i + 1) * c, b.stop))
+                         for i, c, b in zip(chunk, arr.chunks, bounds))
+            try:
+                with _quiet():
+                    values = arr[part]
+            except Exception:  # noqa: BLE001 -- this chunk is damaged
+                continue
+            block[tuple(slice(p.start - b.start, p.stop - b.start) for p, b in zip(part, bounds))] = values
+        return block
 
     def read_where(self, name, mask):
         """{grid index: value} of a per-point array at the cells of `mask`, reading only their chunks."""
