@@ -208,7 +208,9 @@ class Store:
 
         try:
             with _quiet():
-                zarr.consolidate_metadata(str(self.path), zarr_format=3)
+                for name in self.sweep_names():  # each group's own zarr.json (xr.open_zarr(store/NAME))
+                    zarr.consolidate_metadata(str(self.path), path=name, zarr_format=3)
+                zarr.consolidate_metadata(str(self.path), zarr_format=3)  # xr.open_zarr(store, group=NAME)
         except Exception as exc:  # noqa: BLE001 -- a broken group elsewhere must not fail this run
             return f"{type(exc).__name__}: {exc}"
         return ""

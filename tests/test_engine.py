@@ -157,10 +157,11 @@ def test_killed_driver_resumes_without_duplicates(tmp_path):
     assert out.returncode == 0, out.stderr
     group = Store(store).open_sweep("toy")
     assert (group.ledger()[0] == DONE).all()
-    # No point is computed twice, except possibly the one whose write the SIGKILL interrupted (its data
-    # landed, its done flag did not): that one is correctly recomputed.
+    # No point is computed twice, except possibly those of the flush the SIGKILL interrupted (their data
+    # and attempts landed, their done flags did not): those are correctly recomputed. A flush holds the
+    # points finished in one flush interval (1 s): at most 2 workers x 1 s / 0.5 s per point = 4.
     attempts = group.group["attempts"][...]
-    assert attempts.max() <= 2 and (attempts == 2).sum() <= 1
+    assert attempts.max() <= 2 and (attempts == 2).sum() <= 4
     runs = group.attrs["runs"]
     assert runs[-1]["submitted"] == 16 - done_before
     assert "outcome" not in runs[0]  # the killed run never finished
