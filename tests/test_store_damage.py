@@ -223,7 +223,10 @@ def test_streamed_query_is_the_whole_table(tmp_path, client, monkeypatch):
 
     from seqphase.results import query
 
+    run(tmp_path, client, alpha="0.6:1.2:6", extra_params='fail = ["never", "always"]')
+    # Grown: appended alpha values below the first ones (rows come sorted) and a second `fail` value.
     _, group = run(tmp_path, client, alpha="0.1:1.2:12", extra_params='fail = ["never", "always"]')
+    assert group.coords["alpha"][0] == 0.6
     ds = query.open_results("toy", store=group.store.path)
     for include_all in (False, True):
         whole = query.to_frame(ds, include_all=include_all)
@@ -234,7 +237,7 @@ def test_streamed_query_is_the_whole_table(tmp_path, client, monkeypatch):
                 out = io.StringIO()
                 query.write_table("toy", group.store.path, out, fmt=fmt, include_all=include_all)
                 assert out.getvalue() == expected[fmt], (fmt, rows, include_all)
-    assert len(json.loads(expected["json"])["rows"]) == 12 * 2 * 3
+    assert len(json.loads(expected["json"])["rows"]) == 16 * 2 * 3  # 12 + 4 alphas not in the first run
 
 
 def test_unparseable_group_metadata_names_the_file(tmp_path):
