@@ -176,6 +176,12 @@ class _Tasks:
 
     def completed(self):
         while self.inflight:
+            idle = time.perf_counter()
+            while not self.finished.has_ready():  # meanwhile, widen the window as workers join (SLURM)
+                time.sleep(0.01)
+                if time.perf_counter() - idle > 2.0:
+                    self.fill()
+                    idle = time.perf_counter()
             yield next(self.finished)
 
     def take(self, future):

@@ -24,7 +24,7 @@ from seqphase.results.store import DONE, LEDGER, STATUS_NAMES, Store, _quiet, _s
 
 ROW_DIMS = ("seed", "iteration", "stage")
 MATRIX_DIMS = ("row", "col")
-BLOCK_ROWS = 100_000  # rows of the table read and written at a time by write_table
+BLOCK_ROWS = 16_384  # rows of the table read and written at a time by write_table
 
 
 def sweep_name(sweep):
