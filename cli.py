@@ -10,6 +10,8 @@
     seqphase query SWEEP [--format csv|json] [--all] [--store PATH] [-o FILE]
     seqphase plot SWEEP -o FILE.png [--store PATH]
     seqphase retry-failed SWEEP [--store PATH] [--cluster ...] [--workers N]
+    seqphase verify SWEEP [--store PATH]
+    seqphase migrate [SWEEP ...] [--store PATH]
 
 Bad input (unknown sweep, model or parameter, a value out of range, a malformed spec, a foreign or
 corrupted store) prints one line naming the field and the fix, exits with code 2 and writes nothing.
@@ -91,6 +93,15 @@ def build_parser():
     retry.add_argument("sweep")
     add_store(retry)
     add_cluster(retry)
+
+    verify = sub.add_parser("verify", help="read every chunk of a sweep and list the points whose data is damaged")
+    verify.add_argument("sweep")
+    add_store(verify)
+
+    migrate = sub.add_parser("migrate", help="convert sweeps stored one chunk per point to chunks of many "
+                             "points with checksums (all sweeps of the store if none is named)")
+    migrate.add_argument("sweeps", nargs="*", metavar="SWEEP")
+    add_store(migrate)
     return parser
 
 
@@ -135,7 +146,7 @@ def _execute(sweep, args, mode):
     slurm_profile = _slurm_profile(args)
     plan = plan_sweep(sweep)
     store = Store(args.store)
-    store.check(allow_missing=True)  # refuse a foreign or corrupted store before starting anything
+    store.preflight(plan)  # refuse a foreign, corrupted or locked store before starting anything
     # Connect before touching the store: an unreachable cluster must leave it as it was.
     with connect(args.cluster, args.workers, slurm_profile=slurm_profile) as client:
         store.check(create=True)
@@ -225,19 +236,7 @@ def cmd_submit(args):
 
 def _check_not_locked(store):
     """Refuse to submit while another driver holds the store's lock (test only, nothing written)."""
-    import fcntl
-
-    lock = store.path / ".seqphase-driver.lock"
-    if not lock.is_file():
-        return
-    with open(lock) as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = handle.read().strip() or "another process"
-            raise SeqphaseError(str(store.path), f"another seqphase driver is writing this store ({holder})",
-                                "wait for it to finish (seqphase status), or use another --store")
-        fcntl.flock(handle, fcntl.LOCK_UN)
+    store.check_unlocked()
 
 
 def cmd_list(args):
@@ -264,11 +263,19 @@ def cmd_status(args):
     print(f"  grid: " + " x ".join(f"{d}[{len(group.coords[d])}]" for d in group.dims))
     print("  points: " + ", ".join(f"{counts.get(code, 0)} {STATUS_NAMES[code]}" for code in (2, 3, 1))
           + f" (of {requested} requested)")
-    errors = group.group["error"][...]
+    from seqphase.results.verify import damaged_mask, find_damage
+
+    damages = find_damage(group)  # checksums only (fast); `seqphase verify` decodes everything
+    if damages:
+        print(f"  damaged: {len(damages)} chunks fail their checksum, {int(damaged_mask(group.grid_shape, damages).sum())}"
+              f" points affected (seqphase verify lists them; seqphase run recomputes them)")
+    if group.layout < 2:
+        print("  layout 1: one chunk per point, no checksums (seqphase migrate converts it)")
+    errors = group.read_where("error", status == 3)  # only the failed points' chunks
     for index in zip(*(status == 3).nonzero()):
         params = group.cell_params(tuple(int(i) for i in index))
-        print(f"  failed {params}: {errors[index]}")
-    worker_jobs = Counter(str(j) for j in group.group["slurm_job_id"][...][status == 2].ravel() if str(j))
+        print(f"  failed {params}: {errors[tuple(int(i) for i in index)]}")
+    worker_jobs = Counter(str(j) for j in group.read("slurm_job_id")[status == 2].ravel() if str(j))
     if worker_jobs:  # recorded per point by the workers (SLURM_JOB_ID); sacct is never asked
         ordered = sorted(worker_jobs.items(), key=lambda item: (len(item[0]), item[0]))
         print("  slurm worker jobs (points done): " + ", ".join(f"{job} ({n})" for job, n in ordered))
@@ -281,16 +288,72 @@ def cmd_status(args):
 
 
 def cmd_query(args):
-    from seqphase.results.query import frame_to_json, open_results, to_frame
+    import os
 
-    ds = open_results(args.sweep, args.store)
-    frame = to_frame(ds, include_all=args.all)
-    text = frame.to_csv(index=False) if args.format == "csv" else frame_to_json(frame, ds) + "\n"
-    if args.output:
-        with open(args.output, "w") as handle:
-            handle.write(text)
-    else:
-        sys.stdout.write(text)
+    from seqphase.results.query import write_table
+
+    if not args.output:
+        write_table(args.sweep, args.store, sys.stdout, fmt=args.format, include_all=args.all)
+        return 0
+    tmp = f"{args.output}.{os.getpid()}.partial"  # the file appears whole or not at all
+    try:
+        with open(tmp, "w") as handle:
+            write_table(args.sweep, args.store, handle, fmt=args.format, include_all=args.all)
+        os.replace(tmp, args.output)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return 0
+
+
+def cmd_verify(args):
+    """Decode every chunk of the sweep; list damaged chunks and the points they hold. Exit 1 if any."""
+    from seqphase.results.query import sweep_name
+    from seqphase.results.store import Store
+    from seqphase.results.verify import damaged_mask, find_damage
+
+    group = Store(args.store).open_sweep(sweep_name(args.sweep))
+    damages = find_damage(group, thorough=True)
+    chunks = sum(1 for _ in group.folder.rglob("c/**/*") if _.is_file())
+    layout = "chunks of many points, crc32c checksums" if group.layout >= 2 else \
+        "one chunk per point, no checksums (seqphase migrate converts it)"
+    if not damages:
+        print(f"sweep {group.name}: {chunks} chunks read, none damaged (layout {group.layout}: {layout})")
+        return 0
+    mask = damaged_mask(group.grid_shape, damages)
+    status, _ = group.ledger()
+    print(f"sweep {group.name}: {len(damages)} of {chunks} chunks damaged, {int(mask.sum())} points affected "
+          f"(layout {group.layout}: {layout})")
+    for damage in damages:
+        print(f"  damaged {damage.file(group).relative_to(group.store.path)}: {damage.reason}")
+    for index in zip(*mask.nonzero()):
+        print(f"  point {group.cell_params(tuple(int(i) for i in index))}")
+    print(f"  fix: seqphase run {group.name} --store {group.store.path} recomputes them"
+          + ("" if group.layout >= 2 else " once migrated (seqphase migrate)"))
+    return EXIT_FAILED_POINTS
+
+
+def cmd_migrate(args):
+    from seqphase.results.migrate import migrate_group
+    from seqphase.results.query import sweep_name
+    from seqphase.results.store import Store
+
+    store = Store(args.store)
+    names = [sweep_name(s) for s in args.sweeps] or store.sweep_names()
+    for name in names:
+        store.open_sweep(name)  # unknown or corrupted: one line, nothing written
+    with store.lock():
+        store.unconsolidate(*names)
+        for name in names:
+            done = migrate_group(store, name)
+            if done is None:
+                print(f"seqphase: {name}: already in the current layout", file=sys.stderr)
+                continue
+            points, before, after, pending = done
+            print(f"seqphase: migrated {name}: {points} points, {before} files -> {after} files"
+                  + (f"; {pending} points with damaged data set pending (seqphase run recomputes them)"
+                     if pending else ""), file=sys.stderr)
+        store.consolidate()
     return 0
 
 
@@ -317,7 +380,7 @@ def cmd_plot(args):
 
 
 COMMANDS = {"run": cmd_run, "submit": cmd_submit, "list": cmd_list, "status": cmd_status, "query": cmd_query, "plot": cmd_plot,
-            "retry-failed": cmd_retry_failed}
+            "retry-failed": cmd_retry_failed, "verify": cmd_verify, "migrate": cmd_migrate}
 
 
 if __name__ == "__main__":  # pragma: no cover

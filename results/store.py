@@ -1,18 +1,24 @@
 """The zarr store: one group per sweep, one labelled xarray Dataset per group, one writer.
 
 Layout of a sweep group (readable with plain `xarray.open_zarr(store, group=name)`):
-- grid dims: every model parameter (length 1 when fixed) and the method's own axes, each chunked by 1,
-  so every point owns whole chunks; extra dims of the method (seed, iteration, row, col, ...) are
-  whole inside the chunk;
+- grid dims: every model parameter (length 1 when fixed) and the method's own axes; a chunk holds a
+  block of many points (sized from the grid and the point's bytes, `grid_chunks`), and the extra dims
+  of the method (seed, iteration, row, col, ...) are whole inside it. Every chunk ends in a crc32c
+  checksum (zarr's crc32c codec after zstd), so damage is detected (`results/verify.py`). Groups
+  written before this layout (attribute `store_layout` absent: one chunk per point, no checksums)
+  stay readable and writable; `seqphase migrate` converts them;
 - the model's output variables over (grid dims + their extra dims), NaN until written;
 - the ledger over the grid dims: `status` (0 not requested, 1 pending, 2 done, 3 failed), `point_hash`,
   `error`, `runtime_s`, `finished_at`, `attempts`, `host`, `worker`, `slurm_job_id`;
 - attrs: provenance (versions, git revision, host, spec, identity) and the list of runs.
 
 Only the driver writes (workers return results): concurrent writers that share chunks silently lose
-rows (spec storage-and-execution.md section 3), and a single writer of whole chunks cannot. For each
-point the data are written first and the done flag last, so a crash in between leaves a point that is
-simply recomputed. The grid grows (new parameter values are new points) by resizing along a dim, data
+rows (spec storage-and-execution.md section 3), and a single writer cannot. The driver writes finished
+points in batches, chunk by chunk (`results/writer.py`): data first, ledger next, the done flags last,
+each chunk file replaced atomically (zarr's LocalStore writes a temporary file and renames it), so a
+crash at any moment leaves the points of the unfinished batch pending, recomputed by the next run.
+Consolidated metadata (root and groups) is written at the end of every run and removed before a run
+changes anything, so it is never stale. The grid grows (new parameter values are new points) by resizing along a dim, data
 arrays first and the coordinate last; an interrupted extension is rolled back on the next open.
 """
 
@@ -21,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import fcntl
+import itertools
 import json
 import os
 import socket
@@ -34,6 +41,11 @@ import numpy as np
 from seqphase.core.errors import StoreError
 
 STORE_FORMAT = 1
+# Layout of a sweep group: 1 (attribute absent) = one chunk per point, no checksums; 2 = chunks of many
+# points, crc32c on every chunk. Both are plain zarr v3, read by the same code.
+LAYOUT = 2
+CHUNK_BYTES = 4 << 20      # uncompressed bytes of one chunk of an array, at most (unless one point is larger)
+CHUNK_POINTS = 65536       # points in one chunk, at most
 DEFAULT_STORE = os.path.join("results", "seqphase.zarr")
 
 NOT_REQUESTED, PENDING, DONE, FAILED = 0, 1, 2, 3
@@ -61,7 +73,31 @@ def _quiet():
         warnings.filterwarnings("ignore", message=".*unstable.*")
         warnings.filterwarnings("ignore", message=".*does not have a Zarr V3 specification.*")
         warnings.filterwarnings("ignore", category=FutureWarning)
+        warnings.filterwarnings("ignore", message=".*[Cc]onsolidated metadata.*")
+        warnings.filterwarnings("ignore", message=".*not recognized as a component of a Zarr hierarchy.*")
         yield
+
+
+def codecs():
+    """Bytes-to-bytes codecs of every array of a layout-2 group: zstd, then a crc32c checksum."""
+    from zarr.codecs import Crc32cCodec, ZstdCodec
+
+    return (ZstdCodec(), Crc32cCodec())
+
+
+def grid_chunks(grid_shape, point_bytes):
+    """Chunk shape over the grid dims for an array of `point_bytes` per point: a C-ordered block (points
+    finish roughly in plan order, so a batch fills few chunks) of at most CHUNK_POINTS points and
+    CHUNK_BYTES bytes, trailing dims whole first."""
+    budget = max(1, min(CHUNK_POINTS, CHUNK_BYTES // max(1, int(point_bytes))))
+    chunks = [1] * len(grid_shape)
+    for axis in reversed(range(len(grid_shape))):
+        size = max(1, int(grid_shape[axis]))
+        chunks[axis] = min(size, budget)
+        budget //= size
+        if budget < 1:
+            break
+    return tuple(chunks)
 
 
 def now_iso():
@@ -140,6 +176,51 @@ class Store:
             root.attrs.update({"seqphase_store_format": STORE_FORMAT, "created_at": now_iso()})
         return self
 
+    def check_unlocked(self):
+        """Refuse (StoreError) while another driver holds the lock; takes nothing, writes nothing."""
+        lock = self.path / ".seqphase-driver.lock"
+        if not lock.is_file():
+            return
+        with open(lock) as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = handle.read().strip() or "another process"
+                raise StoreError(str(self.path), f"another seqphase driver is writing this store ({holder})",
+                                 "wait for it to finish (seqphase status), or use another --store")
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def preflight(self, plan):
+        """Everything a run would refuse, checked before any cluster starts: a foreign or corrupted
+        store, a lock held by another driver, unreadable metadata or other settings in the sweep's group."""
+        self.check(allow_missing=True)
+        self.check_unlocked()
+        if (self.path / plan.sweep.name / "zarr.json").is_file():
+            SweepGroup(self, plan.sweep.name, repair=False).check_identity(plan)
+        return self
+
+    # -- consolidated metadata ------------------------------------------------------------------
+    def consolidate(self):
+        """Consolidate the metadata of the whole store (root and every group), so that plain
+        `xr.open_zarr(store, group=NAME)` and `xr.open_zarr(store/NAME)` open quietly and fast. Returns
+        '' or the reason it could not (another group's metadata is broken: reported, not fatal)."""
+        import zarr
+
+        try:
+            with _quiet():
+                for name in self.sweep_names():  # each group's own zarr.json (xr.open_zarr(store/NAME))
+                    zarr.consolidate_metadata(str(self.path), path=name, zarr_format=3)
+                zarr.consolidate_metadata(str(self.path), zarr_format=3)  # xr.open_zarr(store, group=NAME)
+        except Exception as exc:  # noqa: BLE001 -- a broken group elsewhere must not fail this run
+            return f"{type(exc).__name__}: {exc}"
+        return ""
+
+    def unconsolidate(self, *groups):
+        """Drop the consolidated metadata of the root (and of `groups`) before anything changes, so a
+        reader never sees stale shapes or attributes; `consolidate` writes it again at the end."""
+        for folder in (self.path,) + tuple(self.path / g for g in groups):
+            _drop_consolidated(folder / "zarr.json")
+
     @contextlib.contextmanager
     def lock(self):
         """One driver per store at a time (an flock, released even if the driver is killed)."""
@@ -164,7 +245,8 @@ class Store:
     # -- groups ---------------------------------------------------------------------------------
     def sweep_names(self):
         self.check()
-        return sorted(p.name for p in self.path.iterdir() if (p / "zarr.json").is_file())
+        return sorted(p.name for p in self.path.iterdir()
+                      if (p / "zarr.json").is_file() and not p.name.startswith("."))
 
     def open_sweep(self, name):
         self.check()
@@ -178,10 +260,12 @@ class Store:
         """Create the sweep's group (template written once) or check and extend the existing one."""
         self.check(create=True)
         name = plan.sweep.name
+        self.unconsolidate(name)
         if (self.path / name / "zarr.json").is_file():
             group = SweepGroup(self, name)
             group.check_identity(plan)
             group.extend(plan)
+            group.repair_damage()
         else:
             group = SweepGroup.create(self, plan)
         group.update_spec(plan)
@@ -191,35 +275,55 @@ class Store:
 class SweepGroup:
     """One sweep's group: the ledger, region writes of single points, and grid extension."""
 
-    def __init__(self, store, name):
+    def __init__(self, store, name, repair=True):
         import zarr
 
         self.store, self.name = store, name
+        self.folder = store.path / name
+        self.repaired = {}  # damaged chunks reset by repair_damage(): {(array, chunk): reason}
+        self.damaged_cells = 0
+        where = f"{store.path}/{name}"
+        meta_file = self.folder / "zarr.json"
+        _parse_metadata(meta_file, where)
         with _quiet():
             try:
-                self.group = zarr.open_group(str(store.path), mode="r+", path=name, zarr_format=3)
+                self.group = zarr.open_group(str(store.path), mode="r+", path=name, zarr_format=3,
+                                             use_consolidated=False)
             except Exception as exc:  # zarr raises several types for broken metadata
-                raise StoreError(f"{store.path}/{name}", f"corrupted sweep group ({exc})",
-                                 "restore it from a copy or run under another --name; nothing was written")
+                raise StoreError(str(meta_file), f"corrupted sweep group metadata ({_short(exc)})",
+                                 _restore_fix(meta_file, where)) from None
         attrs = self.group.attrs.asdict()
         for key in ("seqphase_sweep", "point_dims", "identity", "variables"):
             if key not in attrs:
-                raise StoreError(f"{store.path}/{name}", f"not a seqphase sweep group (missing attribute {key!r})",
+                raise StoreError(where, f"not a seqphase sweep group (missing attribute {key!r})",
                                  "choose another --name or --store; nothing was written")
         self.attrs = attrs
+        self.layout = int(attrs.get("store_layout", 1))
         self.dims = list(attrs["point_dims"])
         self.variables = list(attrs["variables"])
-        missing = [a for a in self.dims + list(LEDGER) + self.variables if a not in self.group]
-        if missing:
-            raise StoreError(f"{store.path}/{name}", f"corrupted sweep group (array {missing[0]!r} is missing)",
-                             "restore it from a copy or run under another --name; nothing was written")
-        self._repair_interrupted_extension()
-        self.coords = {d: self.group[d][:] for d in self.dims}
+        self.arrays = {}
+        for array in self.dims + list(LEDGER) + self.variables:
+            if not (self.folder / array / "zarr.json").is_file():
+                raise StoreError(where, f"corrupted sweep group (array {array!r} is missing)",
+                                 "restore it from a copy or run under another --name; nothing was written")
+            self.arrays[array] = _open_array(self.group, array, self.folder, where)
+        if repair:
+            self._repair_interrupted_extension()
+        self.coords = {}
+        for d in self.dims:
+            try:
+                with _quiet():
+                    self.coords[d] = self.arrays[d][:]
+            except Exception as exc:  # a damaged coordinate chunk: the grid itself is unknown
+                raise StoreError(f"{where}/{d}", f"damaged coordinate data ({_short(exc)})",
+                                 f"restore {self.folder / d} from a copy, or move {where} aside and rerun "
+                                 "the sweep; nothing was written") from None
         shape = tuple(len(self.coords[d]) for d in self.dims)
+        self.grid_shape = shape
         for name_ in list(LEDGER) + self.variables:
-            if tuple(self.group[name_].shape[: len(self.dims)]) != shape:
-                raise StoreError(f"{store.path}/{name}", f"corrupted sweep group (array {name_!r} has shape "
-                                 f"{self.group[name_].shape}, grid is {shape})",
+            if repair and tuple(self.arrays[name_].shape[: len(self.dims)]) != shape:
+                raise StoreError(where, f"corrupted sweep group (array {name_!r} has shape "
+                                 f"{self.arrays[name_].shape}, grid is {shape})",
                                  "restore it from a copy or run under another --name")
         self._index = {d: {_key(v): i for i, v in enumerate(self.coords[d])} for d in self.dims}
 
@@ -235,15 +339,19 @@ class SweepGroup:
         extra = {k: np.asarray(v) for k, v in plan.layout.extra_dims.items()}
         data_vars, encoding = {}, {}
         for name, var in plan.layout.variables.items():
-            shape = grid_shape + tuple(len(extra[d]) for d in var.dims)
-            chunks = (1,) * len(dims) + shape[len(dims):]
+            extra_shape = tuple(len(extra[d]) for d in var.dims)
+            shape = grid_shape + extra_shape
+            chunks = grid_chunks(grid_shape, np.dtype(var.dtype).itemsize * int(np.prod(extra_shape))) + extra_shape
             fill = _fill(var.dtype)
             data_vars[name] = (dims + list(var.dims), da.full(shape, fill, dtype=var.dtype, chunks=chunks),
                                {"doc": var.doc})
-            encoding[name] = {"chunks": chunks}
+            encoding[name] = {"chunks": chunks, "compressors": codecs()}
         for name, (dtype, fill, doc) in LEDGER.items():
-            data_vars[name] = (dims, da.full(grid_shape, fill, dtype=dtype, chunks=(1,) * len(dims)), {"doc": doc})
-            encoding[name] = {"chunks": (1,) * len(dims)}
+            chunks = grid_chunks(grid_shape, np.dtype(dtype).itemsize)
+            data_vars[name] = (dims, da.full(grid_shape, fill, dtype=dtype, chunks=chunks), {"doc": doc})
+            encoding[name] = {"chunks": chunks, "compressors": codecs()}
+        for name in list(coords) + list(extra):
+            encoding[name] = {"compressors": codecs()}
         ds = xr.Dataset(data_vars, coords={**coords, **{k: v for k, v in extra.items()}})
         attrs = {
             "seqphase_sweep": plan.sweep.name,
@@ -264,6 +372,7 @@ class SweepGroup:
             "runs": [],
             "plot": json.dumps(plan.sweep.plot),
             "provenance": provenance(),
+            "store_layout": LAYOUT,
         }
         ds.attrs.update({k: v for k, v in attrs.items() if isinstance(v, (str, int, float))})
         with _quiet():
@@ -308,7 +417,9 @@ class SweepGroup:
                 coord = self.group[dim]
                 coord.resize((new_n,))
                 coord[old_n:] = _coord_array(new).astype(coord.dtype)
-            self.coords[dim] = self.group[dim][:]
+            self._reopen_arrays()
+            self.coords[dim] = self.arrays[dim][:]
+            self.grid_shape = tuple(len(self.coords[d]) for d in self.dims)
             self._index[dim] = {_key(v): i for i, v in enumerate(self.coords[dim])}
 
     def _repair_interrupted_extension(self):
@@ -321,14 +432,22 @@ class SweepGroup:
                              (values.dtype.kind == "U" and values[valid - 1] == "")):
                 valid -= 1
             with _quiet():
+                shrink = [name for name in list(LEDGER) + list(self.variables)
+                          if self.group[name].shape[axis] > valid]
+                if valid < len(values) or shrink:
+                    self.store.unconsolidate(self.name)
                 if valid < len(values):
                     coord.resize((valid,))
-                for name in list(LEDGER) + list(self.variables):
+                for name in shrink:
                     arr = self.group[name]
-                    if arr.shape[axis] > valid:
-                        shape = list(arr.shape)
-                        shape[axis] = valid
-                        arr.resize(tuple(shape))
+                    shape = list(arr.shape)
+                    shape[axis] = valid
+                    arr.resize(tuple(shape))
+        self._reopen_arrays()
+
+    def _reopen_arrays(self):
+        with _quiet():
+            self.arrays = {name: self.group[name] for name in self.arrays}
 
     def update_spec(self, plan):
         self.group.attrs.update({"spec": plan.sweep.text, "spec_source": plan.sweep.source,
@@ -344,41 +463,106 @@ class SweepGroup:
                              "rerun the sweep (it extends the grid)") from None
 
     def ledger(self):
-        """status and point_hash over the whole grid (one small read per point)."""
-        with _quiet():
-            return self.group["status"][...], self.group["point_hash"][...]
+        """status and point_hash over the whole grid (cells of unreadable chunks read as fill)."""
+        return self.read("status"), self.read("point_hash")
+
+    def read(self, name):
+        """A whole per-point array; a chunk that cannot be read comes back as fill values (the damage
+        itself is found and reported by `results/verify.py`)."""
+        arr = self.arrays[name]
+        try:
+            with _quiet():
+                return arr[...]
+        except Exception:  # noqa: BLE001 -- read what can be read, chunk by chunk
+            pass
+        from seqphase.results.verify import chunk_regions
+
+        out = np.full(arr.shape, arr.fill_value, dtype=arr.dtype)
+        for _, selection in chunk_regions(arr):
+            out[selection] = self.read_block(name, selection)
+        return out
+
+    def read_block(self, name, selection):
+        """A block of an array (a writable copy); the chunks in it that cannot be read come back as fill
+        values (a damaged chunk is overwritten whole by the writer)."""
+        arr = self.arrays[name]
+        try:
+            with _quiet():
+                return np.array(arr[selection])
+        except Exception:  # noqa: BLE001 -- read the block chunk by chunk
+            pass
+        bounds = [range(*s.indices(n))[::1] for s, n in zip(selection, arr.shape)]
+        block = np.full(tuple(len(b) for b in bounds), arr.fill_value, dtype=arr.dtype)
+        ranges = [range(b.start // c, -(-b.stop // c)) for b, c in zip(bounds, arr.chunks)]
+        for chunk in itertools.product(*ranges):
+            part = tuple(slice(max(i * c, b.start), min((i + 1) * c, b.stop))
+                         for i, c, b in zip(chunk, arr.chunks, bounds))
+            try:
+                with _quiet():
+                    values = arr[part]
+            except Exception:  # noqa: BLE001 -- this chunk is damaged
+                continue
+            block[tuple(slice(p.start - b.start, p.stop - b.start) for p, b in zip(part, bounds))] = values
+        return block
+
+    def read_where(self, name, mask):
+        """{grid index: value} of a per-point array at the cells of `mask`, reading only their chunks."""
+        from seqphase.results.verify import chunk_regions
+
+        out = {}
+        arr = self.arrays[name]
+        for _, selection in chunk_regions(arr):
+            sub = mask[selection]
+            if sub.any():
+                block = self.read_block(name, selection)
+                for local in zip(*sub.nonzero()):
+                    out[tuple(s.start + i for s, i in zip(selection, local))] = block[local]
+        return out
+
+    def writer(self):
+        from seqphase.results.writer import BatchWriter
+
+        return BatchWriter(self)
 
     def mark_pending(self, cells):
         """Mark (index, hash) cells as requested-but-not-done before they are submitted."""
-        status, _ = self.ledger()
-        with _quiet():
-            for index, hash_ in cells:
-                if status[index] != DONE:
-                    self.group["point_hash"][index] = hash_
-                    self.group["status"][index] = PENDING
+        self.writer().mark_pending(cells)
 
     def write_point(self, index, point_hash, data, meta):
-        """Data first, ledger second, done flag last."""
-        with _quiet():
-            for name, value in data.items():
-                self.group[name][index] = value
-            self._write_meta(index, meta, error="")
-            self.group["point_hash"][index] = point_hash
-            self.group["status"][index] = DONE
+        """One point (data first, ledger second, done flag last); the driver batches with `writer()`."""
+        writer = self.writer()
+        writer.done(index, point_hash, data, meta)
+        writer.flush()
 
     def write_failure(self, index, point_hash, reason, meta=None):
-        with _quiet():
-            self._write_meta(index, meta or {}, error=reason[:ERROR_WIDTH])
-            self.group["point_hash"][index] = point_hash
-            self.group["status"][index] = FAILED
+        writer = self.writer()
+        writer.failed(index, point_hash, reason, meta)
+        writer.flush()
 
-    def _write_meta(self, index, meta, error):
-        self.group["error"][index] = error
-        self.group["attempts"][index] = int(self.group["attempts"][index]) + 1
-        self.group["finished_at"][index] = _dt.datetime.now(_dt.timezone.utc).timestamp()
-        for key in ("runtime_s", "host", "worker", "slurm_job_id"):
-            if key in meta and meta[key] is not None:
-                self.group[key][index] = meta[key]
+    # -- damage ---------------------------------------------------------------------------------
+    def repair_damage(self):
+        """Before a run: find chunks whose checksum fails, delete them, and set every point they cover
+        back to pending, so the run recomputes exactly those points (and the writer rewrites the chunks).
+        Layout-1 groups have no checksums: `seqphase verify` decodes them, `seqphase migrate` converts."""
+        from seqphase.results.verify import damaged_mask, find_damage
+
+        damages = find_damage(self, thorough=False)
+        if not damages:
+            return 0
+        for damage in damages:
+            damage.file(self).unlink(missing_ok=True)
+        mask = damaged_mask(self.grid_shape, damages)
+        status_lost = damaged_mask(self.grid_shape, [d for d in damages if d.array == "status"])
+        status, hashes = self.ledger()
+        requested = (status != NOT_REQUESTED) | (status_lost & (hashes != "")) | \
+            (status_lost & damaged_mask(self.grid_shape, [d for d in damages if d.array == "point_hash"]))
+        cells = [tuple(int(i) for i in index) for index in zip(*(mask & requested).nonzero())]
+        writer = self.writer()
+        with _quiet():
+            writer._apply("status", [(index, PENDING) for index in cells])
+        self.repaired = {(d.array, d.chunk): d.reason for d in damages}
+        self.damaged_cells = len(cells)
+        return len(cells)
 
     # -- runs -----------------------------------------------------------------------------------
     def start_run(self, info):
@@ -395,6 +579,55 @@ class SweepGroup:
     def cell_params(self, index):
         """The grid coordinates of a cell, as plain Python values."""
         return {d: _python(self.coords[d][i]) for d, i in zip(self.dims, index)}
+
+
+def _short(exc):
+    text = " ".join(str(exc).split())
+    return (text[:160] + "...") if len(text) > 160 else (text or type(exc).__name__)
+
+
+def _restore_fix(meta_file, where):
+    return (f"restore {meta_file} from a copy, or move {where} aside and rerun the sweep to recompute it; "
+            "nothing was written")
+
+
+def _parse_metadata(meta_file, where):
+    """The JSON of a zarr.json, or StoreError naming the file."""
+    try:
+        meta = json.loads(meta_file.read_text())
+    except (OSError, ValueError) as exc:
+        raise StoreError(str(meta_file), f"corrupted metadata, not readable JSON ({_short(exc)})",
+                         _restore_fix(meta_file, where)) from None
+    if not isinstance(meta, dict) or meta.get("zarr_format") != 3:
+        raise StoreError(str(meta_file), "corrupted metadata (not a zarr v3 document)", _restore_fix(meta_file, where))
+    return meta
+
+
+def _open_array(group, name, folder, where):
+    meta_file = folder / name / "zarr.json"
+    _parse_metadata(meta_file, where)
+    try:
+        with _quiet():
+            arr = group[name]
+    except Exception as exc:  # noqa: BLE001 -- zarr raises several types for invalid metadata
+        raise StoreError(str(meta_file), f"corrupted array metadata ({_short(exc)})",
+                         _restore_fix(meta_file, where)) from None
+    if not hasattr(arr, "shape") or not hasattr(arr, "chunks"):
+        raise StoreError(str(meta_file), "corrupted metadata (a group where an array belongs)",
+                         _restore_fix(meta_file, where))
+    return arr
+
+
+def _drop_consolidated(meta_file):
+    try:
+        meta = json.loads(meta_file.read_text())
+    except (OSError, ValueError):
+        return
+    if isinstance(meta, dict) and "consolidated_metadata" in meta:
+        del meta["consolidated_metadata"]
+        tmp = meta_file.with_name(f".zarr.json.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(meta, indent=2))
+        os.replace(tmp, meta_file)
 
 
 def _key(value):

@@ -121,8 +121,11 @@ def test_result_lost_after_completion_is_not_recorded_failed(tmp_path, client, m
     (and recomputed by the scheduler) is stored as done, not as failed."""
     import distributed
 
-    real = distributed.as_completed
-    monkeypatch.setattr(distributed, "as_completed", lambda futures: (_LostOnce(f) for f in real(futures)))
+    class LostOnceCompleted(distributed.as_completed):
+        def __next__(self):
+            return _LostOnce(super().__next__())
+
+    monkeypatch.setattr(distributed, "as_completed", LostOnceCompleted)
     summary, group = run(tmp_path, client, alpha=[0.31, 0.32, 0.33])
     assert (summary.done, summary.failed) == (3, 0)
     assert (group.ledger()[0] == DONE).all()
@@ -154,10 +157,11 @@ def test_killed_driver_resumes_without_duplicates(tmp_path):
     assert out.returncode == 0, out.stderr
     group = Store(store).open_sweep("toy")
     assert (group.ledger()[0] == DONE).all()
-    # No point is computed twice, except possibly the one whose write the SIGKILL interrupted (its data
-    # landed, its done flag did not): that one is correctly recomputed.
+    # No point is computed twice, except possibly those of the flush the SIGKILL interrupted (their data
+    # and attempts landed, their done flags did not): those are correctly recomputed. A flush holds the
+    # points finished in one flush interval (1 s): at most 2 workers x 1 s / 0.5 s per point = 4.
     attempts = group.group["attempts"][...]
-    assert attempts.max() <= 2 and (attempts == 2).sum() <= 1
+    assert attempts.max() <= 2 and (attempts == 2).sum() <= 4
     runs = group.attrs["runs"]
     assert runs[-1]["submitted"] == 16 - done_before
     assert "outcome" not in runs[0]  # the killed run never finished

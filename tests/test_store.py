@@ -81,7 +81,11 @@ def test_template_written_once_readable_by_plain_xarray(tmp_path):
     group = store.prepare(plan)
     ds = xr.open_zarr(str(store.path), group="toy", consolidated=False)
     assert ds["overlap"].dims == ("alpha", "fail", "sleep", "copies", "row", "col")
-    assert ds["overlap"].encoding["chunks"] == (1, 1, 1, 1, 1, 1)
+    # Layout 2: the whole 4-point grid in one chunk per array, each chunk checksummed.
+    assert ds["overlap"].encoding["chunks"] == (4, 1, 1, 1, 1, 1)
+    assert ds.attrs["store_layout"] == 2
+    assert [type(c).__name__ for c in zarr.open_array(str(store.path / "toy" / "overlap")).metadata.codecs] == \
+        ["BytesCodec", "ZstdCodec", "Crc32cCodec"]
     assert np.isnan(ds["overlap"].values).all() and (ds["status"].values == 0).all()
     assert ds.attrs["identity_hash"] == plan.identity_hash
     assert "seqphase_version" in ds.attrs["provenance"] and "zarr" in ds.attrs["provenance"]["versions"]
