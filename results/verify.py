@@ -60,7 +60,7 @@ def checksum_problem(data):
 
 def find_damage(group, thorough=False, names=None):
     """Damaged chunks of the group's per-point arrays (and its coordinates when thorough)."""
-    from seqphase.results.store import LEDGER, _quiet, _short
+    from seqphase.results.schema import LEDGER, _quiet, _short
 
     ndim = len(group.dims)
     if names is None:

@@ -18,7 +18,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from seqphase.results.store import DONE, ERROR_WIDTH, FAILED, LEDGER, PENDING, _quiet
+from seqphase.results.schema import DONE, ERROR_WIDTH, FAILED, LEDGER, PENDING, _quiet
 
 META_KEYS = ("runtime_s", "host", "worker", "slurm_job_id")
 
