@@ -16,9 +16,27 @@ companion sweeps (also masked); `results/plot.py` opens, masks and saves.
 
 from __future__ import annotations
 
+import csv
 import itertools
+from importlib import resources
 
 import numpy as np
+
+from seqphase.core.errors import SeqphaseError
+
+
+def published_columns(family, name):
+    """The columns of a published data file shipped with seqphase (`sweeps/reference/FAMILY/NAME`, a CSV
+    with a header row) as float arrays; an unnamed column (a pandas index) is dropped."""
+    entry = resources.files("seqphase.sweeps").joinpath("reference").joinpath(family).joinpath(name)
+    try:
+        with entry.open("r", newline="") as fh:
+            rows = list(csv.reader(fh))
+    except FileNotFoundError:
+        raise SeqphaseError(f"sweeps/reference/{family}/{name}", "published data file missing from this "
+                            "installation", "reinstall seqphase with its package data (pip install .)") from None
+    header, body = rows[0], np.array(rows[1:], dtype=float)
+    return {column: body[:, k] for k, column in enumerate(header) if column}
 
 
 def generic(plt, ds, method, companions=None):

@@ -241,6 +241,7 @@ MODELS = {
     "glm": "seqphase.core.glm.model:GLMModel",
     "multiindex": "seqphase.core.multiindex.model:MultiIndexModel",
     "smi": "seqphase.core.smi.model:SMIModel",
+    "aim": "seqphase.core.aim.model:AIMModel",
 }
 
 

@@ -25,15 +25,13 @@ data ship in `sweeps/reference/smi/` (provenance in its README.md).
 
 from __future__ import annotations
 
-import csv
 import itertools
 import json
 import warnings
-from importlib import resources
 
 import numpy as np
 
-from seqphase.core.errors import SeqphaseError
+from seqphase.core.figures import published_columns
 
 LAYER_COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown")
 REGION_COLORS = {"none": "0.55", "last": "tab:red", "both": "tab:blue"}
@@ -45,15 +43,7 @@ GAMP_FIGURE_ALPHA = 1.2                    # the alpha of the paper's Fig. 2 (to
 # -- the published data ---------------------------------------------------------------------------
 def published(name):
     """The columns of a shipped published file (`sweeps/reference/smi/NAME`) as float arrays."""
-    entry = resources.files("seqphase.sweeps").joinpath("reference").joinpath("smi").joinpath(name)
-    try:
-        with entry.open("r", newline="") as fh:
-            rows = list(csv.reader(fh))
-    except FileNotFoundError:
-        raise SeqphaseError(f"sweeps/reference/smi/{name}", "published data file missing from this installation",
-                            "reinstall seqphase with its package data (pip install .)") from None
-    header, body = rows[0], np.array(rows[1:], dtype=float)
-    return {column: body[:, k] for k, column in enumerate(header)}
+    return published_columns("smi", name)
 
 
 # -- selection helpers ----------------------------------------------------------------------------

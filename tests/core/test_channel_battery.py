@@ -18,6 +18,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from seqphase.core.aim.channels import CHANNELS as AIM_CHANNELS
+from seqphase.core.aim.channels import HardmaxChannel, LinearChannel as AIMLinearChannel, SoftmaxChannel
 from seqphase.core.channel import SCALAR_CHANNELS, ScalarChannel
 from seqphase.core.glm.channels import CHANNELS as GLM_CHANNELS
 from seqphase.core.multiindex.channels import MI_CHANNELS, make_channel
@@ -45,6 +47,12 @@ REGISTERED = [
     ("multiindex", "abs", lambda: make_channel("abs"), True),
     ("smi", "attention", lambda: AttentionChannel(2, 1.0), False),
     ("smi", "attention-small-skip", lambda: AttentionChannel(2, 0.1), False),
+    # AIM: the folded T x T index (p = T(T+1)/2); labels are (n, k) rows. The hardmax "paper" g_out is not
+    # a Bayes g_out (it fails Nishimori by design, spec aim.md §2.5): its Jacobian is tested in tests/aim.
+    ("aim", "softmax", lambda: SoftmaxChannel(3), True),
+    ("aim", "softmax-T2-beta5", lambda: SoftmaxChannel(2, 5.0), True),
+    ("aim", "linear", lambda: AIMLinearChannel(2), True),
+    ("aim", "hardmax", lambda: HardmaxChannel(2, "exact"), True),
 ]
 IDS = [f"{family}:{name}" for family, name, _, _ in REGISTERED]
 
@@ -57,6 +65,8 @@ def test_every_channel_listed():
     for name in MI_CHANNELS:
         assert ("multiindex", name) in listed
     assert ("smi", "attention") in listed
+    for name in AIM_CHANNELS:
+        assert ("aim", name) in listed
     assert set(GLM_CHANNELS) == set(SCALAR_CHANNELS)
 
 

@@ -1,0 +1,200 @@
+"""The attention-indexed model (spec aim.md): S = W W^T / sqrt(r d), r = rho d, y = g(h) of the T x T index.
+
+Registry name "aim". Parameters: `alpha` = n/d^2 (> 0), `rho` = r/d (> 0), `T` (tokens, >= 2), `channel`
+(softmax | hardmax | linear), `hardmax_gout` ("exact", the Bayes g_out, default | "paper", the published
+joint-density variant; hardmax only), `alpha_bar` = alpha/rho (the small-width method only).
+
+Methods (the science is in se.py and thresholds.py):
+- "se": the Bayes-optimal error mse = ||S_hat - S||_F^2 / d (1 at alpha = 0), q = Q0 - mse, qhat.
+  softmax/linear by the closed-form parametric curve (n_iter = 0, converged = 1), hardmax (T = 2) by
+  the fixed point. With `n_mc` > 0 the general channel step (Monte Carlo with the channel's g_out) is also
+  iterated and stored as `mse_general` (spec Fig. 4: it must coincide with the closed form).
+- "threshold": softmax/linear: the counting threshold alpha_c(rho, T) in closed form and by bisection on
+  the SE error; hardmax: the small-width weak-recovery alpha_bar_WR in closed form, by stability (the SE
+  bracket at q = 0) and by bisection of the small-width fixed point. A route that does not exist for the
+  channel is NaN with the reason stored in `note`.
+- "small_width": rho -> 0 at fixed alpha_bar (alpha and rho excluded): softmax/linear in closed form,
+  hardmax by the 1-D fixed point.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from seqphase.core.aim import figures
+from seqphase.core.aim import se as se_mod
+from seqphase.core.aim import thresholds
+from seqphase.core.aim.channels import CHANNELS, HARDMAX_GOUT, make_channel
+from seqphase.core.errors import ParameterError
+from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, Variable
+from seqphase.core.numerics import nan_log
+
+#: smallest alpha of the closed-form channels: the parametric curve ends at Delta = se.DELTA_MAX
+ALPHA_MIN_CLOSED_FORM = 1e-6
+
+_SE_SETTINGS = {
+    "damping": Param("damping", "float", "weight of the old iterate (hardmax fixed point, in log V)", 0.5,
+                     low=0.0, high=1.0, low_inclusive=True, high_inclusive=False),
+    "tol": Param("tol", "float", "stop when |change of log V| < tol (hardmax)", 1e-10, low=0.0, high=1e-2),
+    "max_iter": Param("max_iter", "int", "iteration cap of the hardmax fixed point", 5000, low=1,
+                      high=1_000_000, low_inclusive=True),
+    "n_mc": Param("n_mc", "int", "Monte Carlo samples of the general channel step (0: not run)", 0, low=0,
+                  high=10_000_000, low_inclusive=True),
+}
+
+_THRESHOLD_SETTINGS = {
+    "mse_cut": Param("mse_cut", "float", "SE error below which the counting bisection counts alpha as "
+                     "perfectly recovered", 1e-4, low=0.0, high=0.1),
+    "overlap_cut": Param("overlap_cut", "float", "small-width q above which the hardmax bisection counts "
+                         "weak recovery", 1e-10, low=0.0, high=1e-2),
+    "rtol": Param("rtol", "float", "relative width at which bisections stop", 1e-7, low=0.0, high=0.1),
+}
+
+_SMALL_WIDTH_SETTINGS = {}
+
+_CLOSED = ("softmax", "linear")
+
+
+class SE(Method):
+    """Bayes-optimal SE at one (alpha, rho, T, channel)."""
+
+    def layout(self, settings):
+        return Layout({"se_iteration": np.arange(settings["max_iter"] + 1)}, {
+            "mse": Variable((), "f8", "Bayes-optimal error ||S_hat - S||_F^2 / d = Q0 - q"),
+            "q": Variable((), "f8", "overlap Tr(S S_hat)/d, in [rho, 1 + rho]"),
+            "qhat": Variable((), "f8", "conjugate of q (inf at perfect recovery)"),
+            "n_iter": Variable((), "i4", "fixed-point iterations (0 for the closed-form channels)"),
+            "converged": Variable((), "i1", "1 if the fixed point met its tolerance (1 for closed forms)"),
+            "residual": Variable(("se_iteration",), "f8", "hardmax: |change of log V| per iteration (NaN after)"),
+            "mse_general": Variable((), "f8", "error of the general (Monte Carlo) channel step; NaN unless "
+                                    "n_mc > 0"),
+        })
+
+    def run(self, params, settings, seed_sequence):
+        alpha, rho, T, channel = params["alpha"], params["rho"], params["T"], params["channel"]
+        if channel in _CLOSED:
+            state = se_mod.closed_form_se(alpha, rho, se_mod.counting_k(channel, T))
+        else:
+            state = se_mod.hardmax_se(alpha, rho, params["hardmax_gout"], damping=settings["damping"],
+                                      tol=settings["tol"], max_iter=settings["max_iter"])
+        general = math.nan
+        if settings["n_mc"] > 0:
+            seed = int(seed_sequence.generate_state(1)[0])
+            general = se_mod.general_se(alpha, rho, make_channel(channel, T, params["hardmax_gout"]),
+                                        n_mc=settings["n_mc"], seed=seed, damping=settings["damping"]).mse
+        return {"mse": state.mse, "q": state.q, "qhat": state.qhat, "n_iter": state.n_iter,
+                "converged": int(bool(state.converged)),
+                "residual": nan_log(state.residuals, settings["max_iter"] + 1), "mse_general": general}
+
+    def figure(self, plt, ds, companions):
+        return figures.plot_se(plt, ds, companions)
+
+
+class Threshold(Method):
+    """alpha_c (softmax/linear) or the small-width alpha_bar_WR (hardmax), two or three ways."""
+
+    def layout(self, settings):
+        return Layout({}, {
+            "quantity": Variable((), "U64", "which threshold: 'alpha_c' (counting, perfect recovery) or "
+                                 "'alpha_bar_WR' (small-width weak recovery, alpha/rho)"),
+            "alpha_closed_form": Variable((), "f8", "closed form"),
+            "alpha_bisection": Variable((), "f8", "bisection on the SE (error < mse_cut, or q > overlap_cut)"),
+            "alpha_stability": Variable((), "f8", "hardmax: 1/(2 E0) by the SE quadrature; see `note`"),
+            "relative_gap": Variable((), "f8", "|closed form - bisection| / closed form"),
+            "note": Variable((), "U200", "why a route is NaN ('' if every route is defined)"),
+        })
+
+    def run(self, params, settings, seed_sequence):
+        T, channel = params["T"], params["channel"]
+        if channel in _CLOSED:
+            rho = params["rho"]
+            closed = thresholds.counting_threshold(rho, T, channel)
+            bisection = thresholds.counting_threshold_bisection(rho, T, channel, mse_cut=settings["mse_cut"],
+                                                                rtol=settings["rtol"])
+            stability, quantity = math.nan, "alpha_c"
+            note = ("no stability route: alpha_c is a continuous perfect-recovery transition "
+                    "(closed form vs SE bisection)")
+        else:
+            gout = params["hardmax_gout"]
+            closed = thresholds.weak_recovery_closed_form(gout)
+            stability = thresholds.weak_recovery_stability(gout)
+            bisection = thresholds.weak_recovery_bisection(gout, overlap_cut=settings["overlap_cut"],
+                                                           rtol=max(settings["rtol"], 1e-6))
+            quantity, note = "alpha_bar_WR", ""
+        return {"quantity": quantity, "alpha_closed_form": closed, "alpha_bisection": bisection,
+                "alpha_stability": stability, "relative_gap": thresholds.relative_gap(closed, bisection),
+                "note": note}
+
+    def figure(self, plt, ds, companions):
+        return figures.plot_thresholds(plt, ds, companions)
+
+
+class SmallWidth(Method):
+    """rho -> 0 at fixed alpha_bar = alpha/rho."""
+
+    def layout(self, settings):
+        return Layout({}, {
+            "mse": Variable((), "f8", "small-width error 1 - q"),
+            "q": Variable((), "f8", "small-width overlap (Q0 -> 1)"),
+            "t": Variable((), "f8", "t = rho/qhat (Delta = t/rho)"),
+        })
+
+    def run(self, params, settings, seed_sequence):
+        alpha_bar, T, channel = params["alpha_bar"], params["T"], params["channel"]
+        if channel in _CLOSED:
+            k = se_mod.counting_k(channel, T)
+            err = float(se_mod.small_width_closed_form(alpha_bar, k))
+            return {"mse": err, "q": 1.0 - err, "t": err / (k * alpha_bar) if err > 0 else 0.0}
+        err, q, t = se_mod.small_width_hardmax(alpha_bar, params["hardmax_gout"])
+        return {"mse": err, "q": q, "t": t}
+
+    def figure(self, plt, ds, companions):
+        return figures.plot_small_width(plt, ds, companions)
+
+
+class AIMModel(Model):
+    """The AIM: a table of parameters and methods."""
+
+    def __init__(self):
+        super().__init__(
+            name="aim",
+            description="attention-indexed model: extensive-rank tied attention S = W W^T / sqrt(r d), "
+                        "softmax / hardmax / linear output, alpha = n/d^2",
+            params={
+                "alpha": Param("alpha", "float", "sample complexity n/d^2", REQUIRED, low=0.0),
+                "rho": Param("rho", "float", "width ratio r/d", 0.5, low=0.0),
+                "T": Param("T", "int", "tokens per sequence", 2, low=2, low_inclusive=True, high=64),
+                "channel": Param("channel", "choice", "output channel", "softmax", choices=tuple(CHANNELS)),
+                "hardmax_gout": Param("hardmax_gout", "choice", "hardmax g_out: 'exact' (Bayes) or 'paper' "
+                                      "(the published joint-density variant)", "exact", choices=HARDMAX_GOUT),
+                "alpha_bar": Param("alpha_bar", "float", "alpha/rho (small-width method only)", REQUIRED,
+                                   low=0.0),
+            },
+            methods={
+                "se": SE(_SE_SETTINGS, version=1, doc="Bayes-optimal SE (closed form or fixed point)",
+                         excludes=("alpha_bar",)),
+                "threshold": Threshold(_THRESHOLD_SETTINGS, version=1,
+                                       doc="counting alpha_c or small-width alpha_bar_WR, two ways",
+                                       excludes=("alpha", "alpha_bar")),
+                "small_width": SmallWidth(_SMALL_WIDTH_SETTINGS, version=1,
+                                          doc="small-width limit rho -> 0 at fixed alpha_bar",
+                                          excludes=("alpha", "rho")),
+            },
+        )
+
+    def check_point(self, method, params):
+        channel = params.get("channel", "softmax")
+        T = int(params.get("T", 2))
+        if channel == "hardmax" and T != 2:
+            raise ParameterError("params.T", f"the hardmax channel is implemented for T = 2, got T = {T}",
+                                 "use T = 2 with channel = \"hardmax\"")
+        if channel != "hardmax" and params.get("hardmax_gout", "exact") != "exact":
+            raise ParameterError("params.hardmax_gout",
+                                 f"hardmax_gout = {params['hardmax_gout']!r} is only used by channel 'hardmax'",
+                                 "remove hardmax_gout or set channel = \"hardmax\"")
+        if method == "se" and channel in _CLOSED and params["alpha"] < ALPHA_MIN_CLOSED_FORM:
+            raise ParameterError("params.alpha", f"alpha = {params['alpha']:g} is below the closed-form "
+                                 f"curve's range", f"use alpha >= {ALPHA_MIN_CLOSED_FORM:g}")
+        return params
