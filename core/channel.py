@@ -4,8 +4,9 @@ The protocol (`Channel`): a channel P(y | z) acts on a pre-activation z in R^p t
 Gaussian z ~ N(omega, V) of SE and GAMP, Z_out(y, omega, V) = int N(z; omega, V) P(y | z) dz, and
 exposes on batches of n samples
 
-    sample(z (n, p), rng)      -> y (n,)
-    g_out(y (n,), omega (n, p), V (p, p) or (n, p, p))
+    sample(z (n, p), rng)      -> y (n,), or (n, k) where one sample's label is a vector (AIM: the
+                                  T x T output of a sample, flattened)
+    g_out(y (n,) or (n, k), omega (n, p), V (p, p) or (n, p, p))
                                -> g = V^-1 (E[z | y] - omega)             (n, p)
                                   dg = d g / d omega
                                      = V^-1 Cov[z | y] V^-1 - V^-1          (n, p, p)

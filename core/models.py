@@ -146,6 +146,10 @@ class Method:
     excludes: tuple = ()  # model params the method does not take (a threshold method computes alpha)
     name: str = ""  # set by the Model from its methods table
 
+    def check(self, params, settings):
+        """Validate a point against the method's settings before anything runs (e.g. a dimension d too
+        small for the point's width); raise ParameterError. Called by the spec for every point."""
+
     def layout(self, settings):  # pragma: no cover - abstract
         raise NotImplementedError(f"{type(self).__name__} does not define layout()")
 

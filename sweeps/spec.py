@@ -143,6 +143,7 @@ def parse_sweep(raw, source="<spec>", text="", overrides=(), rename=None):
         # Relations between parameters are checked on every point before anything runs.
         for point in _each_combination(params):
             model.check_point(method, point)
+            model.method(method).check(point, settings)
     except ParameterError as exc:
         raise SpecError(exc.field, exc.message, exc.fix) from None
 

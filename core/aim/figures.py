@@ -326,3 +326,92 @@ def plot_thresholds(plt, ds, companions=None):
     if gouts:
         wr_ax.legend(fontsize=7)
     return fig
+
+
+def plot_gamp(plt, ds, companions=None):
+    """GAMP-RIE: the final error (mean +- standard error over seeds) on the SE error of the same point,
+    per channel (and hardmax g_out) and T; and the mean error versus iteration for each alpha. A companion
+    SE sweep (`se_sweep` in the spec's [plot] table) is drawn under the points as a line."""
+    fig, (ax, trace_ax) = plt.subplots(1, 2, figsize=(12.4, 5.0))
+    colors = plt_colors()
+    se_ds = (companions or {}).get("se_sweep")
+    for k, (channel, gout, sub) in enumerate(_panels(ds)):
+        for T in _values(sub, "T") or [None]:
+            cell = _one(_pick(sub, T=T)) if T is not None else _one(sub)
+            color = colors[k % len(colors)]
+            label = channel + (f" ({gout})" if channel == "hardmax" else "") + (f", T = {int(T)}" if T is not None else "")
+            final = cell["mse"].isel(iteration=-1)
+            alpha = cell["alpha"].values
+            keep = _done(cell)
+            n = final.sizes["seed"]
+            mean = final.mean("seed").values
+            sem = final.std("seed", ddof=1).values / np.sqrt(n) if n > 1 else None
+            ax.errorbar(alpha[keep], mean[keep], yerr=None if sem is None else sem[keep], fmt="o", ms=4,
+                        capsize=2, color=color, label=f"GAMP-RIE {label}")
+            order = np.argsort(alpha[keep])
+            ax.plot(alpha[keep][order], cell["mse_se"].values[keep][order], "-", color=color, lw=1,
+                    label=f"SE {label}")
+            if se_ds is not None:
+                fixed = {"channel": channel, "hardmax_gout": gout, "T": T,
+                         "rho": float(cell["rho"].values) if "rho" in cell.coords else None}
+                comp = _one(_pick(se_ds, **{d: v for d, v in fixed.items() if v is not None}))
+                if "alpha" in comp.dims and _done(comp).any():
+                    x, y = _curve(comp)
+                    ax.plot(x, y, color="0.6", lw=1, zorder=0)
+            for a in alpha[keep]:
+                trace = cell["mse"].sel(alpha=a).mean("seed")
+                trace_ax.plot(cell["iteration"].values, trace.values, color=color, alpha=0.8, lw=1)
+    ax.set_xlabel(r"$\alpha = n/d^2$")
+    ax.set_ylabel(r"$\|\hat S - S\|_F^2 / d$ (final iteration)")
+    trace_ax.set_xlabel("iteration")
+    trace_ax.set_ylabel("mean error over seeds (one line per alpha)")
+    trace_ax.set_yscale("log")
+    for a in (ax, trace_ax):
+        a.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    return fig
+
+
+def plot_gd(plt, ds, companions=None):
+    """GD and averaged GD (the paper's Fig. 2 right): the final error, mean +- standard error over seeds,
+    of single students ('+') and of their averaged S_hat ('x') versus k_T alpha, on the SE error of each
+    point (and, when stored, the dense `se_sweep` companion); and the mean errors versus the step."""
+    fig, (ax, trace_ax) = plt.subplots(1, 2, figsize=(12.4, 5.0))
+    colors = plt_colors()
+    for k, T in enumerate(_values(ds, "T") or [2]):
+        cell = _one(_pick(ds, T=T))
+        color = colors[k % len(colors)]
+        kT = _k("softmax", int(T))
+        alpha = cell["alpha"].values
+        keep = _done(cell)
+        x = kT * alpha
+        for var, marker, what in (("mse_gd", "+", "GD"), ("mse_agd", "x", "AGD")):
+            final = cell[var].isel(epoch=-1)
+            n = final.sizes["seed"]
+            sem = final.std("seed", ddof=1).values / np.sqrt(n) if n > 1 else None
+            ax.errorbar(x[keep], final.mean("seed").values[keep], yerr=None if sem is None else sem[keep],
+                        fmt=marker, ms=7, capsize=2, color=color, label=f"{what}, T = {int(T)}")
+            for a in alpha[keep][-3:]:
+                trace = cell[var].sel(alpha=a).mean("seed")
+                trace_ax.plot(cell["epoch"].values, trace.values, "-" if what == "GD" else "--", color=color,
+                              lw=1, label=f"{what}, k_T alpha = {kT * a:.2f}")
+        order = np.argsort(x[keep])
+        ax.plot(x[keep][order], cell["mse_se"].values[keep][order], "-", color=color, lw=1,
+                label=f"SE, T = {int(T)}")
+    rho = float(np.atleast_1d(ds["rho"].values)[0]) if "rho" in ds.coords else 0.5
+    se_ds = (companions or {}).get("se_sweep")
+    if se_ds is not None and "alpha" in se_ds.dims:
+        comp = _one(_pick(se_ds, channel="softmax", T=2, rho=rho))
+        if _done(comp).any():
+            xs, ys = _curve(comp)
+            ax.plot(_k("softmax", 2) * xs, ys, color="0.6", lw=1, zorder=0, label="SE, T = 2 (se_sweep)")
+    ax.axvline(2 * rho - rho * rho if rho < 1 else 1.0, color="0.7", ls=":", lw=1)
+    ax.set_xlabel(r"$k_T \alpha$ ($k_T = T^2 + T - 2$; Bayes-optimal perfect recovery at $2\rho - \rho^2$)")
+    ax.set_ylabel(r"$\|\hat S - S^*\|_F^2 / d$ (last step)")
+    trace_ax.set_xlabel("Adam step")
+    trace_ax.set_ylabel("mean error over seeds")
+    trace_ax.set_yscale("log")
+    for a in (ax, trace_ax):
+        a.grid(alpha=0.3)
+        a.legend(fontsize=7)
+    return fig

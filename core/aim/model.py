@@ -24,12 +24,14 @@ import math
 import numpy as np
 
 from seqphase.core.aim import figures
+from seqphase.core.aim import gamp as gamp_mod
+from seqphase.core.aim import gd as gd_mod
 from seqphase.core.aim import se as se_mod
 from seqphase.core.aim import thresholds
 from seqphase.core.aim.channels import CHANNELS, HARDMAX_GOUT, make_channel
 from seqphase.core.errors import ParameterError
 from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, Variable
-from seqphase.core.numerics import nan_log
+from seqphase.core.numerics import forward_fill, nan_log
 
 #: smallest alpha of the closed-form channels: the parametric curve ends at Delta = se.DELTA_MAX
 ALPHA_MIN_CLOSED_FORM = 1e-6
@@ -154,6 +156,133 @@ class SmallWidth(Method):
         return figures.plot_small_width(plt, ds, companions)
 
 
+_GAMP_SETTINGS = {
+    "d": Param("d", "int", "dimension of the instances (the paper: 100; 120 for T = 4, 5)", 100, low=2,
+               high=2000, low_inclusive=True),
+    "n_seeds": Param("n_seeds", "int", "instances per point", 16, low=1, high=4096, low_inclusive=True),
+    "max_iter": Param("max_iter", "int", "GAMP iterations (the trace is forward-filled after the stop)", 500,
+                      low=1, high=100_000, low_inclusive=True),
+    "damping": Param("damping", "float", "weight of the old estimate and variance", 0.5, low=0.0, high=1.0,
+                     low_inclusive=True, high_inclusive=False),
+    "tol": Param("tol", "float", "stop when ||S_hat_t - S_hat_{t-1}||_F^2 / d < tol", 1e-5, low=0.0, high=1.0),
+    "cavity": Param("cavity", "choice", "cavity covariance of the index: 'scalar' (spec), 'gram' (per sample) "
+                    "or 'auto' (gram for softmax/linear, scalar for hardmax)", "auto",
+                    choices=("auto",) + gamp_mod.CAVITIES),
+}
+
+
+class GAMP(Method):
+    """GAMP-RIE on `n_seeds` instances of dimension d at one (alpha, rho, T, channel), with the SE error."""
+
+    def layout(self, settings):
+        dims = {"seed": np.arange(settings["n_seeds"]), "iteration": np.arange(settings["max_iter"] + 1)}
+        traced = ("seed", "iteration")
+        return Layout(dims, {
+            "mse": Variable(traced, "f8", "error ||S_hat - S||_F^2 / d per iteration (0 = the start "
+                            "sqrt(rho) I; forward-filled after the stop)"),
+            "overlap": Variable(traced, "f8", "Tr(S_hat S) / d per iteration"),
+            "mse_predicted": Variable(traced, "f8", "GAMP's own error prediction mmse_RIE(1/qhat) per iteration"),
+            "n_iter": Variable(("seed",), "i4", "iterations run"),
+            "converged": Variable(("seed",), "i1", "1 if the change fell below tol (or c collapsed)"),
+            "diverged": Variable(("seed",), "i1", "1 if g or the estimate became non-finite"),
+            "mse_se": Variable((), "f8", "SE (Bayes-optimal) error at the same point"),
+        })
+
+    def check(self, params, settings):
+        gamp_mod.teacher_rank(params["rho"], settings["d"])
+
+    def run(self, params, settings, seed_sequence):
+        alpha, rho, T = params["alpha"], params["rho"], params["T"]
+        channel = make_channel(params["channel"], T, params.get("hardmax_gout", "exact"))
+        d, n_seeds, n_trace = settings["d"], settings["n_seeds"], settings["max_iter"] + 1
+        gamp_mod.teacher_rank(rho, d)
+        cavity = gamp_mod.default_cavity(channel) if settings["cavity"] == "auto" else settings["cavity"]
+        out = {name: np.full((n_seeds, n_trace), np.nan) for name in ("mse", "overlap", "mse_predicted")}
+        for name in ("n_iter", "converged", "diverged"):
+            out[name] = np.zeros(n_seeds, dtype=int)
+        # one child stream per seed: seed s of a point is the same instance whatever n_seeds is
+        for s, child in enumerate(seed_sequence.spawn(n_seeds)):
+            X, S, y = gamp_mod.sample_instance(channel, alpha, rho, d, np.random.default_rng(child))
+            trace = gamp_mod.run_gamp(channel, X, y, S, rho, max_iter=settings["max_iter"], damping=settings["damping"],
+                             tol=settings["tol"], cavity=cavity)
+            for name in ("mse", "overlap", "mse_predicted"):
+                out[name][s] = forward_fill(getattr(trace, name), n_trace)
+            out["n_iter"][s] = trace.n_iter
+            out["converged"][s] = int(trace.converged)
+            out["diverged"][s] = int(trace.diverged)
+        out["mse_se"] = se_error(params)
+        return out
+
+    def figure(self, plt, ds, companions):
+        return figures.plot_gamp(plt, ds, companions)
+
+
+def se_error(params):
+    """The SE error at a point: the closed form (softmax, linear) or the hardmax fixed point."""
+    channel = params["channel"]
+    if channel == "hardmax":
+        return float(se_mod.hardmax_se(params["alpha"], params["rho"], params.get("hardmax_gout", "exact")).mse)
+    return float(se_mod.closed_form_se(params["alpha"], params["rho"], se_mod.counting_k(channel, params["T"])).mse)
+
+
+_GD_SETTINGS = {
+    "d": Param("d", "int", "input dimension D (spec/paper code: 200; 100 by default: the paper's caption, and "
+               "16x cheaper, the cost growing as D^4)", 100, low=4, high=2000, low_inclusive=True),
+    "n_seeds": Param("n_seeds", "int", "instances (teacher + training set) per point", 16, low=1, high=10_000,
+                     low_inclusive=True),
+    "n_students": Param("n_students", "int", "students per instance (independent initialisations, same data); "
+                        "AGD averages their S_hat (paper: 32)", 32, low=1, high=10_000, low_inclusive=True),
+    "steps": Param("steps", "int", "full-batch Adam steps (paper: 1000)", 1000, low=1, high=10**6,
+                   low_inclusive=True),
+    "lr": Param("lr", "float", "Adam learning rate (paper: 0.1)", 0.1, low=0.0),
+    "log_every": Param("log_every", "int", "steps between logged errors (step 0 and the last are always "
+                       "logged)", 10, low=1, high=10**6, low_inclusive=True),
+    "beta": Param("beta", "float", "softmax inverse temperature of teacher and student (paper: 1)", 1.0,
+                  low=0.0),
+    "precision": Param("precision", "choice", "floating point of the training (teacher, labels and errors "
+                       "are float64); float32 as the authors' torch code, ~2x faster", "float32",
+                       choices=("float32", "float64")),
+}
+
+
+class GD(Method):
+    """Full-batch GD (Adam) and averaged GD on the softmax AIM, n_seeds instances per point, against the
+    SE error at the point (spec §4)."""
+
+    def layout(self, settings):
+        return Layout({"seed": np.arange(settings["n_seeds"]),
+                       "epoch": gd_mod.logged_steps(settings["steps"], settings["log_every"])}, {
+            "mse_gd": Variable(("seed", "epoch"), "f8", "GD error ||S_hat - S*||_F^2 / d of single students, "
+                               "averaged over the n_students students of the seed"),
+            "mse_agd": Variable(("seed", "epoch"), "f8", "AGD error: ||mean_i S_hat_i - S*||_F^2 / d over the "
+                                "n_students students"),
+            "train_loss": Variable(("seed", "epoch"), "f8", "training loss sum (y_hat - y)^2 / d per sequence "
+                                   "(divided by n), mean over the students"),
+            "mse_se": Variable((), "f8", "Bayes-optimal (SE) error at the point"),
+        })
+
+    def check(self, params, settings):
+        if params.get("channel", "softmax") != "softmax":
+            raise ParameterError("params.channel", f"method 'gd' is the softmax experiment, got "
+                                 f"{params['channel']!r}", "use channel = \"softmax\"")
+        gd_mod.student_width(params["rho"], settings["d"])
+
+    def run(self, params, settings, seed_sequence):
+        self.check(params, settings)
+        alpha, rho, T = float(params["alpha"]), float(params["rho"]), int(params["T"])
+        runs = [gd_mod.run_seed(alpha=alpha, rho=rho, T=T, d=settings["d"], n_students=settings["n_students"],
+                         steps=settings["steps"], lr=settings["lr"], log_every=settings["log_every"],
+                         beta=settings["beta"], seed_sequence=child, precision=settings["precision"])
+                for child in seed_sequence.spawn(settings["n_seeds"])]
+        return {"mse_gd": np.stack([r["mse_gd"] for r in runs]),
+                "mse_agd": np.stack([r["mse_agd"] for r in runs]),
+                "train_loss": np.stack([r["train_loss"] for r in runs]),
+                "mse_se": se_mod.closed_form_se(alpha, rho, se_mod.counting_k("softmax", T)).mse}
+
+    def figure(self, plt, ds, companions):
+        return figures.plot_gd(plt, ds, companions)
+
+
 class AIMModel(Model):
     """The AIM: a table of parameters and methods."""
 
@@ -178,6 +307,10 @@ class AIMModel(Model):
                 "threshold": Threshold(_THRESHOLD_SETTINGS, version=1,
                                        doc="counting alpha_c or small-width alpha_bar_WR, two ways",
                                        excludes=("alpha", "alpha_bar")),
+                "gamp": GAMP(_GAMP_SETTINGS, version=1, doc="GAMP-RIE on finite instances (spec §3)",
+                             excludes=("alpha_bar",)),
+                "gd": GD(_GD_SETTINGS, version=1, doc="full-batch GD (Adam) and averaged GD on the softmax AIM, "
+                         "against the SE", excludes=("alpha_bar",)),
                 "small_width": SmallWidth(_SMALL_WIDTH_SETTINGS, version=1,
                                           doc="small-width limit rho -> 0 at fixed alpha_bar",
                                           excludes=("alpha", "rho")),
