@@ -246,6 +246,7 @@ MODELS = {
     "multiindex": "seqphase.core.multiindex.model:MultiIndexModel",
     "smi": "seqphase.core.smi.model:SMIModel",
     "aim": "seqphase.core.aim.model:AIMModel",
+    "quadratic": "seqphase.core.quadratic.model:QuadraticModel",
 }
 
 

@@ -403,7 +403,8 @@ class SymmetricRIE:
 
         Asymptotic branches (pitfall 3): below DELTA_SMALL the leading term small_noise_slope * delta
         (relative error ~ delta for rho != 1, ~ 1.3 delta^{2/3} at rho = 1, where the hard edge of
-        Marchenko-Pastur makes the correction non-analytic); above DELTA_LARGE `large_noise_mmse`.
+        Marchenko-Pastur makes the correction non-analytic); above DELTA_LARGE max(1, v) `large_noise_mmse` (v = scale^2 / rho, the
+        signal variance: the series is one in v / delta).
         The quadrature itself was checked against a 4x finer rule to ~1e-11 relative over
         [1e-8, 1e4] for rho from 0.01 to 1e4.
         """
@@ -415,7 +416,10 @@ class SymmetricRIE:
         out[zero] = 0.0
         out[inf] = self.signal_variance
         small = (flat < self.DELTA_SMALL) & ~zero
-        large = (flat > self.DELTA_LARGE) & ~inf
+        # the large-noise series expands in (spread of the signal spectrum)^2 / delta ~ v / delta: the switch
+        # scales with v (v = 1 in the AIM normalisation; at scale 1 and rho = kappa << 1 a fixed switch put
+        # it where the series is still wrong, e.g. alpha(t) jumped x2.9 at kappa = 1e-3)
+        large = (flat > self.DELTA_LARGE * max(1.0, self.signal_variance)) & ~inf
         out[small] = self.small_noise_slope * flat[small]
         out[large] = self.large_noise_mmse(flat[large])
         direct = ~(zero | inf | small | large)

@@ -24,6 +24,7 @@ from seqphase.core.channel import SCALAR_CHANNELS, ScalarChannel
 from seqphase.core.glm.channels import CHANNELS as GLM_CHANNELS
 from seqphase.core.multiindex.channels import MI_CHANNELS, make_channel
 from seqphase.core.numerics import psd_sqrt
+from seqphase.core.quadratic.channels import QuadraticChannel
 from seqphase.core.smi.channels import AttentionChannel
 
 # (family, channel name, factory, exact): exact = closed form (finite differences to ~h^2); the others
@@ -53,6 +54,8 @@ REGISTERED = [
     ("aim", "softmax-T2-beta5", lambda: SoftmaxChannel(2, 5.0), True),
     ("aim", "linear", lambda: AIMLinearChannel(2), True),
     ("aim", "hardmax", lambda: HardmaxChannel(2, "exact"), True),
+    ("quadratic", "quadratic", lambda: QuadraticChannel(0.25, 0.5), True),
+    ("quadratic", "quadratic-noiseless", lambda: QuadraticChannel(0.0, 0.5), True),
 ]
 IDS = [f"{family}:{name}" for family, name, _, _ in REGISTERED]
 
@@ -67,6 +70,7 @@ def test_every_channel_listed():
     assert ("smi", "attention") in listed
     for name in AIM_CHANNELS:
         assert ("aim", name) in listed
+    assert ("quadratic", "quadratic") in listed
     assert set(GLM_CHANNELS) == set(SCALAR_CHANNELS)
 
 
