@@ -60,12 +60,20 @@ _SE = {
     "n_error": _i("n_error", "Monte Carlo draws of the plug-in error (Bayes error: n_error / 5)", 100_000, 1000),
 }
 _THR = {
-    "n_k": _i("n_k", "draws of the Q = 0 linearisation (K22 to ~1% needs ~4.5e4)", 32768, 256),
-    "n_mc": _i("n_mc", "quasi-Monte Carlo points of the SE runs (staircase and bisections)", 2048, 64),
+    "n_k": _i("n_k", "quasi-Monte Carlo points of both routes (rounded up to a power of 2): the stability "
+              "route averages all of them, the SE-map route iterates on the first n_mc; the scatter of "
+              "alpha_2 over Sobol scrambles is ~0.15% at 32768", 32768, 256),
+    "n_mc": _i("n_mc", "draws of the SE-map route: the first n_mc of the n_k points (rounded up to a power of "
+               "2), each iterated twice (ring_pairs), so it costs as many posterior passes as the stability "
+               "route and shares its draws", 16384, 64),
+    "k_coarse": _i("k_coarse", "points of the coarse alpha_1 search (0: one stage)", 4096, 0),
     "eps": _f("eps", "regulariser added to V = I - Q", 1e-3, 0.0, 0.1, True),
-    "alpha_hi": _f("alpha_hi", "largest alpha searched for alpha_1", 4.0, 0.0),
-    "rtol": _f("rtol", "relative width at which the alpha searches stop", 2e-3, 0.0, 0.1),
-    "bisection": Param("bisection", "bool", "also locate both thresholds by SE bisection", True),
+    "alpha_hi": _f("alpha_hi", "largest alpha searched for alpha_1 (> 1/6: no threshold of this model lies "
+                   "below 1/6)", 4.0, 0.0),
+    "rtol": _f("rtol", "relative width at which the root searches stop", 2e-3, 0.0, 0.1),
+    "delta": _f("delta", "size of the perturbation whose growth the SE-map route follows", 1e-6, 0.0, 1e-3),
+    "n_steps": _i("n_steps", "SE iterations of the SE-map route per alpha (the growth over the last)", 2, 1, 50),
+    "bisection": Param("bisection", "bool", "also locate both thresholds by the SE map's growth rate", True),
 }
 _GAMP = {
     "d": _i("d", "input dimension (reference: 1000)", 1000, 20),
@@ -222,57 +230,84 @@ class GAMP(Method):
 
 
 class Threshold(Method):
-    """alpha_2 and alpha_1 by linear stability and by SE bisection."""
+    """alpha_2 and alpha_1, each two ways on one point set (`core/smi/thresholds.py`, version 5):
+    stability (the Perron value of the linearisation: 1/K22 at Q = 0; alpha K11(q*) = 1 on the layer-2
+    fixed-point curve) and the SE map (the growth factor of a small perturbation under the full SE
+    iteration, = 1 at the threshold; stored under *_bisection, with its final bracket)."""
+
+    SKIP_RANGE = (1e-4, 100.0)  # the posterior is validated on [1e-4, 8] and K22 at c = 100 (spec §5.3)
+
+    def check(self, params, settings):
+        lo, hi = self.SKIP_RANGE
+        c = params.get("skip")
+        if c is not None and not lo <= c <= hi:
+            raise ParameterError("params.skip", f"skip = {c:g} is outside the range where the threshold "
+                                 f"posterior is validated, [{lo:g}, {hi:g}]", f"use a skip in [{lo:g}, {hi:g}]")
+        if settings["n_mc"] > settings["n_k"]:
+            raise ParameterError("method.n_mc", f"n_mc = {settings['n_mc']} exceeds n_k = {settings['n_k']}: the "
+                                 "SE-map route runs on the first n_mc of the n_k points", "set n_mc <= n_k")
+        if settings["alpha_hi"] <= 1.0 / 6.0:
+            raise ParameterError("method.alpha_hi", f"alpha_hi = {settings['alpha_hi']:g} brackets no transition: "
+                                 "every threshold of this model is >= 1/6 (K <= T(T+1) = 6)",
+                                 "set alpha_hi above 1/6 (default 4)")
 
     def layout(self, settings):
         v = {k: Variable((), "f8", doc) for k, doc in (
             ("alpha2_stability", "last layer: 1 / Perron value of the Q = 0 linearisation"),
-            ("alpha2_stability_se", "its Monte Carlo standard error (from that of K22)"),
-            ("alpha2_bisection", "last layer: SE bisection"),
-            ("alpha1_stability", "first layer: alpha K11(q*(alpha)) = 1 around the layer-2 fixed point"),
+            ("alpha2_stability_se", "its Monte Carlo standard error (iid formula from that of K22; the "
+                                    "scatter over Sobol scrambles is ~10x smaller)"),
+            ("alpha2_bisection", "last layer: the SE map's growth rate = 1 (root, log-interpolated)"),
+            ("alpha2_bisection_lo", "its bracket: the SE map's perturbation decays here"),
+            ("alpha2_bisection_hi", "its bracket: the SE map's perturbation grows here"),
+            ("alpha1_stability", "first layer: alpha K11(q*(alpha)) = 1 on the layer-2 fixed-point curve"),
             ("alpha1_stability_se", "its Monte Carlo standard error (from that of K11)"),
-            ("alpha1_bisection", "first layer: SE bisection"),
+            ("alpha1_bisection", "first layer: growth rate = 1 of Q11 under the SE map at its layer-2 fixed point"),
+            ("alpha1_bisection_lo", "its bracket: Q11 decays here"),
+            ("alpha1_bisection_hi", "its bracket: Q11 grows here"),
             ("k22", "K22 = E||Cov(z2 | Y) - I||^2 at Q = 0"),
             ("k11_at_zero", "K11 at Q = 0"),
             ("q_star_at_alpha1", "layer-2 overlap q*(alpha_1)"),
         )}
+        v["note"] = Variable((), "U200", "why a route is inf or NaN ('' when every route is a root)")
         return Layout({}, v)
 
     def run(self, params, settings, seed_sequence):
         ch, s = _channel(params), settings
-        k_k, k_se = seed_sequence.spawn(2)
+        k_k, _ = seed_sequence.spawn(2)  # the second child fed the version-4 SE-run points
         kd = sse.Draws(ch.p, ch.T, s["n_k"], np.random.default_rng(k_k))
         k0 = sth.k_at_zero(ch, kd, s["eps"])
         a2 = 1.0 / k0.perron
         out = {"alpha2_stability": a2, "alpha2_stability_se": a2 * k0.K_se[-1, -1] / k0.K[-1, -1],
                "k22": k0.K[-1, -1], "k11_at_zero": k0.K[0, 0]}
-        draws = sse.Draws(ch.p, ch.T, s["n_mc"], np.random.default_rng(k_se))
-        a1, cache = sth.alpha1_stability(ch, a2, draws, alpha_hi=s["alpha_hi"], rtol=s["rtol"], eps=s["eps"],
-                                         k_draws=kd)
-        out["alpha1_stability"] = a1
-        if np.isfinite(a1) and cache:
-            near = min(cache, key=lambda a: abs(a - a1))
-            r, q, r_se = cache[near]
-            out["q_star_at_alpha1"] = q
-            # r = alpha K11 crosses 1 with slope ~ r'(alpha); an error dr of K11 shifts the root by dr / r'
-            slope = _slope(cache, a1)
-            out["alpha1_stability_se"] = r_se / slope if slope > 0 else np.nan
-        else:
-            out["q_star_at_alpha1"] = np.nan
-            out["alpha1_stability_se"] = np.nan
+        notes = []
+        half = kd.head(min(1 << int(np.ceil(np.log2(s["n_mc"]))), kd.xi.shape[0]))
+        walk = dict(eps=s["eps"], delta=s["delta"], n_steps=s["n_steps"], rtol=s["rtol"])
         if s["bisection"]:
-            out["alpha2_bisection"] = sth.bisect_layer(ch, draws, ch.p - 1, 0.02, 2.0, guess=a2, rtol=s["rtol"],
-                                                       eps=s["eps"])
-            lo = out["alpha2_bisection"] if np.isfinite(out["alpha2_bisection"]) else a2
-            # the first layer's test starts next to the layer-2 fixed point (interpolated from the staircase's
-            # q*; `grows` settles the last layer before it judges the first)
-            q_last_of = ((lambda alpha: sth.q_star_interp(cache, alpha)) if cache else
-                         (lambda alpha: sth.layer2_fixed_point(ch, alpha, draws, eps=s["eps"])))
-            out["alpha1_bisection"] = sth.bisect_layer(ch, draws, 0, lo, s["alpha_hi"], guess=a1, rtol=s["rtol"],
-                                                       eps=s["eps"], q_last_of=q_last_of)
+            r2 = sth.alpha2_growth(ch, sth.ring_pairs(half, range(ch.p)), **walk)
+            out.update(alpha2_bisection=r2.value, alpha2_bisection_lo=r2.lo, alpha2_bisection_hi=r2.hi)
         else:
-            out["alpha2_bisection"] = np.nan
-            out["alpha1_bisection"] = np.nan
+            out.update(alpha2_bisection=np.nan, alpha2_bisection_lo=np.nan, alpha2_bisection_hi=np.nan)
+            notes.append("bisection = false: no SE-map route")
+        stab, r_info, q_star, map1 = sth.alpha1_routes(
+            ch, kd, map_draws=sth.ring_pairs(half, [0]), k_coarse=s["k_coarse"], alpha_hi=s["alpha_hi"],
+            bisection=s["bisection"], **walk)
+        out["alpha1_stability"] = stab.value
+        out["q_star_at_alpha1"] = q_star
+        if r_info is not None and stab.hi > stab.lo:
+            # r = alpha K11 crosses 1 with slope r'(alpha); an error dr of K11 shifts the root by dr / r'
+            slope = (r_info[1] - r_info[0]) / (stab.hi - stab.lo)
+            out["alpha1_stability_se"] = r_info[2] / slope if slope > 0 else np.nan
+        else:
+            out["alpha1_stability_se"] = np.nan
+        if stab.note:
+            notes.append(f"alpha1_stability: {stab.note}")
+        if map1 is not None:
+            out.update(alpha1_bisection=map1.value, alpha1_bisection_lo=map1.lo, alpha1_bisection_hi=map1.hi)
+            if map1.note:
+                notes.append(f"alpha1_bisection: {map1.note}")
+        else:
+            out.update(alpha1_bisection=np.nan, alpha1_bisection_lo=np.nan, alpha1_bisection_hi=np.nan)
+        out["note"] = "; ".join(dict.fromkeys(notes))[:200]
         return out
 
     def figure(self, plt, ds, companions):
@@ -335,8 +370,10 @@ class SMIModel(Model):
                                              "transient; v4: small-skip posterior, channels.py)"),
                 "gamp": GAMP(_GAMP, version=2, doc="GAMP at finite d, damping-consistent Onsager term "
                                                  "(v2: small-skip posterior)"),
-                "threshold": Threshold(_THR, version=4, doc="alpha_2 and alpha_1, stability and bisection (v3: "
-                                       "two-stage K11 root, walking bisection bracket; v4: small-skip posterior)",
+                "threshold": Threshold(_THR, version=5, doc="alpha_2 and alpha_1, stability and SE-map growth rate "
+                                       "(v3: two-stage K11 root, walking bisection bracket; v4: small-skip "
+                                       "posterior; v5: both routes on one point set, growth-rate rule, "
+                                       "layer-2 curve parametrised by q)",
                                        excludes=("alpha",)),
                 # alpha is a setting of sgd (not a grid dim): the log length depends on it
                 "sgd": SGD(_SGD, version=1, doc="layer-wise SGD experiment", excludes=("alpha",)),
@@ -352,12 +389,3 @@ class SMIModel(Model):
                                  "use depth = 2")
         return params
 
-
-def _slope(cache, a1):
-    pts = sorted((a, v[0]) for a, v in cache.items())
-    below = [p for p in pts if p[0] <= a1]
-    above = [p for p in pts if p[0] > a1]
-    if not below or not above:
-        return np.nan
-    (a, ra), (b, rb) = below[-1], above[0]
-    return (rb - ra) / (b - a) if b > a else np.nan
