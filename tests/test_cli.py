@@ -3,21 +3,14 @@
 import csv
 import io
 import json
-import subprocess
-import sys
 
 import pytest
 
 from spec_files import write_spec
 from seqphase.cli import main
 from test_store import tree_digest
+from cli_run import cli
 
-
-def cli(*args):
-    """Run the real console entry point in a subprocess: (exit code, stdout, stderr)."""
-    out = subprocess.run([sys.executable, "-m", "seqphase.cli", *map(str, args)], capture_output=True, text=True,
-                         timeout=600)
-    return out.returncode, out.stdout, out.stderr
 
 
 @pytest.fixture(scope="module")

@@ -24,6 +24,7 @@ import itertools
 
 import numpy as np
 
+from seqphase.core.aim.se import counting_k
 from seqphase.core.figures import published_columns
 
 PUBLISHED_RHO = 0.5
@@ -35,10 +36,6 @@ RESCALED_CSV = "SE_hardmax_rescaled_rho=0.5.csv"
 def published(name):
     """The columns of a shipped published file (`sweeps/reference/aim/NAME`) as float arrays."""
     return published_columns("aim", name)
-
-
-def _k(channel, T):
-    return T * T + T - 2 if channel == "softmax" else T * (T + 1)
 
 
 def _values(ds, dim):
@@ -120,7 +117,7 @@ def _softmax_panels(ax, collapse_ax, sub):
         x, y = _curve(one)
         ax.plot(x, y, "-", color=color, lw=1.6, label=rf"$\rho$ = {rho:g}")
         _general(ax, one, 1.0, color)
-    k0 = _k("softmax", T0)
+    k0 = counting_k("softmax", T0)
     ax.plot([0, 1.0 / k0], [1, 0], "--", color="k", lw=1.0, label=r"$\rho = \infty$: $1 - k_T\alpha$")
     if T0 == 2:
         ref = published(SOFTMAX_CSV)
@@ -139,7 +136,7 @@ def _softmax_panels(ax, collapse_ax, sub):
         color = next(colors)
         one = _one(_pick(sub, rho=rho_c, T=T))
         x, y = _curve(one)
-        k = _k("softmax", T)
+        k = counting_k("softmax", T)
         collapse_ax.plot(x * k, y, "-", color=color, lw=1.6, label=f"T = {T}")
         _general(collapse_ax, one, k, color)
     if any(T == 2 for T in Ts) and np.isclose(rho_c, PUBLISHED_RHO):
@@ -223,7 +220,7 @@ def plot_small_width(plt, ds, companions=None):
             ax.semilogx(x[keep][order], y[keep][order], "-", color="k" if len(Ts) == 1 else next(colors), lw=2,
                         label=rf"$\rho \to 0$, T = {T}")
             if channel != "hardmax":
-                k = _k(channel, T)
+                k = counting_k(channel, T)
                 ax.axvline(1.0 / k, color="0.5", lw=1, ls="--")
                 ax.axvline(2.0 / k, color="0.5", lw=1, ls=":")
         if channel == "hardmax":
@@ -381,7 +378,7 @@ def plot_gd(plt, ds, companions=None):
     for k, T in enumerate(_values(ds, "T") or [2]):
         cell = _one(_pick(ds, T=T))
         color = colors[k % len(colors)]
-        kT = _k("softmax", int(T))
+        kT = counting_k("softmax", int(T))
         alpha = cell["alpha"].values
         keep = _done(cell)
         x = kT * alpha
@@ -404,7 +401,7 @@ def plot_gd(plt, ds, companions=None):
         comp = _one(_pick(se_ds, channel="softmax", T=2, rho=rho))
         if _done(comp).any():
             xs, ys = _curve(comp)
-            ax.plot(_k("softmax", 2) * xs, ys, color="0.6", lw=1, zorder=0, label="SE, T = 2 (se_sweep)")
+            ax.plot(counting_k("softmax", 2) * xs, ys, color="0.6", lw=1, zorder=0, label="SE, T = 2 (se_sweep)")
     ax.axvline(2 * rho - rho * rho if rho < 1 else 1.0, color="0.7", ls=":", lw=1)
     ax.set_xlabel(r"$k_T \alpha$ ($k_T = T^2 + T - 2$; Bayes-optimal perfect recovery at $2\rho - \rho^2$)")
     ax.set_ylabel(r"$\|\hat S - S^*\|_F^2 / d$ (last step)")

@@ -2,14 +2,12 @@
 exit 2, store untouched)."""
 
 import math
-import subprocess
-import sys
 
-import numpy as np
 import pytest
 
 from seqphase.core.models import get_model, run_point
 from test_store import tree_digest
+from cli_run import cli
 
 
 def _settings(method, **over):
@@ -41,11 +39,6 @@ def test_small_width_points():
     out = run_point("aim", "small_width", dict(base, alpha_bar=0.3, channel="hardmax"), _settings("small_width"), 1, [0])
     assert out["mse"] == 1.0
 
-
-def cli(*args):
-    out = subprocess.run([sys.executable, "-m", "seqphase.cli", *map(str, args)], capture_output=True, text=True,
-                         timeout=600)
-    return out.returncode, out.stdout, out.stderr
 
 
 @pytest.fixture(scope="module")

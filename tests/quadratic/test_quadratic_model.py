@@ -2,13 +2,12 @@
 bad input (one line naming the field, exit 2, store untouched)."""
 
 import math
-import subprocess
-import sys
 
 import pytest
 
 from seqphase.core.models import get_model, run_point
 from test_store import tree_digest
+from cli_run import cli
 
 
 def _settings(method, **over):
@@ -26,11 +25,6 @@ def test_threshold_point():
     out = run_point("quadratic", "threshold", {"kappa": 0.5}, _settings("threshold", rtol=1e-6), 1, [0])
     assert out["alpha_closed_form"] == 0.375 and out["relative_gap"] < 0.01
 
-
-def cli(*args):
-    out = subprocess.run([sys.executable, "-m", "seqphase.cli", *map(str, args)], capture_output=True, text=True,
-                         timeout=600)
-    return out.returncode, out.stdout, out.stderr
 
 
 @pytest.fixture(scope="module")
