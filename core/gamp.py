@@ -29,9 +29,12 @@ counted), a non-finite channel output or estimate (`divergence`: "stop" flags th
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
+
+from seqphase.core.errors import ParameterError
 
 
 class GampSteps:
@@ -161,3 +164,23 @@ def sample_instance(alpha, d, rng, *, teacher, labels, tokens=None, normalise=Tr
         X = X / np.sqrt(d)
     W = teacher(rng)
     return X, W, labels(X, W, rng)
+
+
+def width(ratio, d, name):
+    """round(ratio d), a width or rank of an instance of dimension d (m = kappa d, r = rho d, ...), >= 1:
+    ParameterError naming `method.d` otherwise (`name` is the ratio's parameter name, for the message)."""
+    m = int(round(float(ratio) * int(d)))
+    if m < 1:
+        raise ParameterError("method.d", f"d = {d} is too small for {name} = {float(ratio):g}: round({name} d) "
+                             f"must be >= 1", f"use d >= {math.ceil(0.5 / float(ratio))}")
+    return m
+
+
+def n_samples(alpha, d):
+    """n = round(alpha d^2) >= 1 for the models with n = alpha d^2 samples (ParameterError naming
+    `params.alpha` otherwise)."""
+    n = int(round(float(alpha) * int(d) ** 2))
+    if n < 1:
+        raise ParameterError("params.alpha", f"alpha d^2 = {float(alpha) * int(d) ** 2:g} rounds to no sample",
+                             f"use alpha >= {0.5 / int(d) ** 2:g} at d = {d}")
+    return n

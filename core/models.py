@@ -247,6 +247,8 @@ MODELS = {
     "smi": "seqphase.core.smi.model:SMIModel",
     "aim": "seqphase.core.aim.model:AIMModel",
     "quadratic": "seqphase.core.quadratic.model:QuadraticModel",
+    "quadratic-erm": "seqphase.core.quadratic.model:QuadraticERMModel",
+    "bsr": "seqphase.core.bsr.model:BSRModel",
 }
 
 

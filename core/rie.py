@@ -131,7 +131,7 @@ def _pad(a, k):
 
 
 @lru_cache(maxsize=8)
-def _bulk_rule(levels: int, nodes_per_panel: int):
+def bulk_rule(levels: int, nodes_per_panel: int):
     """Nodes u in (0, 1) and weights of a composite Gauss-Legendre rule graded toward both ends.
 
     A bulk [e0, e1] is mapped by x = e0 + (e1 - e0)(1 - cos(pi u)) / 2 (aim.md §6.1): the map turns the
@@ -151,6 +151,8 @@ def _bulk_rule(levels: int, nodes_per_panel: int):
     u.setflags(write=False)
     weights.setflags(write=False)
     return u, weights
+
+
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -369,6 +371,14 @@ class SymmetricRIE:
         # edges are reported as two bulks down to the MERGE_GAP of pitfall 2
         return lo, hi, gap_pattern & (gap > self.MERGE_GAP * spread)
 
+    def pieces(self, delta):
+        """The quadrature pieces of the support at one noise level: ascending (lo, hi) pairs. They are the
+        bulks, with a bulk cut where the density has a narrow dip (just after two bulks merge), so an
+        integral of a function of the density over the support is accurate piece by piece (`edges` gives
+        the bulks only)."""
+        lo, hi, _ = self._support(np.array([float(_check_delta(delta, allow_zero=False))]))
+        return tuple(sorted((float(a), float(b)) for a, b in zip(lo[0], hi[0]) if b > a))
+
     def edges(self, delta):
         """Sorted support edges at one noise level delta > 0: 2 (one bulk) or 4 (two bulks)."""
         delta = float(_check_delta(delta, allow_zero=False))
@@ -382,7 +392,7 @@ class SymmetricRIE:
     def cubed_density_integral(self, delta):
         """integral mu_delta(x)^3 dx for a 1-D array of delta > 0 (graded cosine-mapped quadrature)."""
         delta = np.asarray(delta, dtype=float)
-        u, w = _bulk_rule(self.LEVELS, self.NODES_PER_PANEL)
+        u, w = bulk_rule(self.LEVELS, self.NODES_PER_PANEL)
         cos_map = (1.0 - np.cos(np.pi * u)) / 2.0
         jacobian = w * np.pi * np.sin(np.pi * u) / 2.0
         out = np.empty(delta.shape)

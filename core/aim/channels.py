@@ -52,6 +52,9 @@ PLACKETT_NODES = 40
 #: Phi2 below this is clipped (the channel's g stays finite; the SE drops such terms, their weight Phi2
 #: being negligible).
 PHI2_FLOOR = 1e-300
+#: up to this many distinct correlations `bvn_cdf` uses one cached rule each (the SE and the scalar
+#: cavity: bit-identical to the stored results); beyond, the per-element vectorised rule
+FEW_CORRELATIONS = 16
 
 _LOG_2PI = np.log(2.0 * np.pi)
 
@@ -185,7 +188,19 @@ def bvn_cdf(h, k, r, nodes=PLACKETT_NODES):
     docstring); h, k broadcast, r a scalar or an array broadcast with them."""
     h, k, r = np.broadcast_arrays(np.asarray(h, float), np.asarray(k, float), np.asarray(r, float))
     out = np.empty(h.shape)
-    for value in np.unique(r):  # a handful of distinct r (two in SE and GAMP): one rule each
+    values = np.unique(r)
+    if len(values) > FEW_CORRELATIONS:
+        # one correlation per sample (GAMP with the per-sample "gram" cavity): the rule's nodes per element,
+        # (n, nodes) temporaries, instead of one cached rule per distinct r in a Python loop
+        x, w = np.polynomial.legendre.leggauss(int(nodes))
+        top = np.arcsin(r)[..., None]
+        t = 0.5 * top * (x + 1.0)
+        sin_t, cos2_t = np.sin(t), np.cos(t) ** 2
+        hh, kk = h[..., None], k[..., None]
+        integrand = np.exp(-(hh * hh + kk * kk - 2.0 * hh * kk * sin_t) / (2.0 * cos2_t))
+        out = special.ndtr(h) * special.ndtr(k) + np.sum(integrand * (0.5 * top * w / (2.0 * np.pi)), axis=-1)
+        return np.clip(out, 0.0, 1.0)
+    for value in values:  # a handful of distinct r (two in SE and GAMP with the scalar cavity): one rule each
         at = r == value
         sin_t, cos2_t, w = _plackett_rule(float(value), int(nodes))
         hh, kk = h[at][..., None], k[at][..., None]

@@ -53,32 +53,20 @@ import math
 
 import numpy as np
 
-from seqphase.core.errors import ParameterError
+from seqphase.core import gamp as core_gamp
+from seqphase.core.optim import Adam  # torch.optim.Adam written out (the authors' script: lr=0.1)
 
-#: Adam's hyper-parameters (torch defaults; the authors' script uses torch.optim.Adam(lr=0.1))
-ADAM_BETAS = (0.9, 0.999)
-ADAM_EPS = 1e-8
 #: entries of one (n T, s R) work array; sets the students per chunk (~32 MB of float64 each)
 WORK_ELEMENTS = 4 * 2**20
 
 
 def student_width(rho, d):
     """R = round(rho d), the width of teacher and student; ParameterError if R < 1."""
-    R = int(round(float(rho) * int(d)))
-    if R < 1:
-        raise ParameterError("method.d", f"rho d = {float(rho) * int(d):g} rounds to width R = {R}",
-                             f"use d >= {math.ceil(0.5 / float(rho))} for rho = {rho:g}")
-    return R
-
+    return core_gamp.width(rho, d, "rho")
 
 def n_samples(alpha, d):
     """n = round(alpha d^2) sequences; ParameterError if n < 1."""
-    n = int(round(float(alpha) * int(d) ** 2))
-    if n < 1:
-        raise ParameterError("params.alpha", f"alpha d^2 = {float(alpha) * int(d) ** 2:g} rounds to no sample",
-                             f"use alpha >= {0.5 / int(d) ** 2:g} at d = {d}")
-    return n
-
+    return core_gamp.n_samples(alpha, d)
 
 def logged_steps(steps, log_every):
     """The steps at which the errors are logged: 0 (the initialisation), log_every, 2 log_every, ...,
@@ -137,30 +125,6 @@ def loss_and_gradient(X_flat, y, W, beta=1.0):
     grad = (dZ.reshape(n * T, s * R).T @ X_flat).reshape(s, R, D)
     grad -= 2.0 * np.einsum("nsaa->s", gamma)[:, None, None] * W   # the trace subtraction
     return loss, grad
-
-
-class Adam:
-    """torch.optim.Adam (no weight decay, no amsgrad) on one array, updated in place; the moments are
-    kept in the array's dtype."""
-
-    def __init__(self, W, lr, betas=ADAM_BETAS, eps=ADAM_EPS):
-        self.lr, (self.b1, self.b2), self.eps = float(lr), betas, float(eps)
-        self.m = np.zeros_like(W)
-        self.v = np.zeros_like(W)
-        self.t = 0
-
-    def step(self, W, grad):
-        self.t += 1
-        self.m *= self.b1
-        self.m += (1.0 - self.b1) * grad
-        self.v *= self.b2
-        self.v += (1.0 - self.b2) * grad * grad
-        correction1 = 1.0 - self.b1 ** self.t
-        correction2 = 1.0 - self.b2 ** self.t
-        denominator = np.sqrt(self.v)
-        denominator /= math.sqrt(correction2)
-        denominator += self.eps
-        W -= (self.lr / correction1) * self.m / denominator
 
 
 def train(X_flat, y, W, *, beta, lr, steps, log_at, on_log):

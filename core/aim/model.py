@@ -166,7 +166,7 @@ _GAMP_SETTINGS = {
                      low_inclusive=True, high_inclusive=False),
     "tol": Param("tol", "float", "stop when ||S_hat_t - S_hat_{t-1}||_F^2 / d < tol", 1e-5, low=0.0, high=1.0),
     "cavity": Param("cavity", "choice", "cavity covariance of the index: 'scalar' (spec), 'gram' (per sample) "
-                    "or 'auto' (gram for softmax/linear, scalar for hardmax)", "auto",
+                    "or 'auto' (gram; scalar for the published hardmax g_out; version 1: scalar for all hardmax)", "auto",
                     choices=("auto",) + gamp_mod.CAVITIES),
 }
 
@@ -307,7 +307,7 @@ class AIMModel(Model):
                 "threshold": Threshold(_THRESHOLD_SETTINGS, version=1,
                                        doc="counting alpha_c or small-width alpha_bar_WR, two ways",
                                        excludes=("alpha", "alpha_bar")),
-                "gamp": GAMP(_GAMP_SETTINGS, version=1, doc="GAMP-RIE on finite instances (spec §3)",
+                "gamp": GAMP(_GAMP_SETTINGS, version=2, doc="GAMP-RIE on finite instances (spec §3)",
                              excludes=("alpha_bar",)),
                 "gd": GD(_GD_SETTINGS, version=1, doc="full-batch GD (Adam) and averaged GD on the softmax AIM, "
                          "against the SE", excludes=("alpha_bar",)),

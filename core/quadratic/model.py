@@ -11,15 +11,24 @@ Methods (the science is in se.py and thresholds.py):
   threshold of the point's kappa (NaN when delta > 0: no perfect recovery with noise).
 - "threshold": alpha_PR(kappa) in closed form and by bisection on the noiseless SE error (delta and alpha
   are not parameters of this method).
+- "gamp": GAMP-RIE (gamp.py) on n_seeds instances of dimension d: per seed and iteration the error in paper
+  units, its own prediction, the flags, and the SE error `mse_se`.
+- "gd": full-batch GD and averaged GD (gd.py) from N(0, 1) initialisations, n_students per instance: errors
+  per logged step in paper units (mean single student, and of their average), and `mse_se`.
 """
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from seqphase.core.errors import ParameterError
 from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, Variable
+from seqphase.core.numerics import forward_fill
 from seqphase.core.quadratic import figures
+from seqphase.core.quadratic import gamp as gamp_mod
+from seqphase.core.quadratic import gd as gd_mod
 from seqphase.core.quadratic import se as se_mod
 from seqphase.core.quadratic import thresholds
 
@@ -72,6 +81,121 @@ class Threshold(Method):
         return figures.plot_thresholds(plt, ds, companions)
 
 
+_GAMP_SETTINGS = {
+    "d": Param("d", "int", "dimension of the instances (the paper: 100 and 200)", 100, low=2, high=2000,
+               low_inclusive=True),
+    "n_seeds": Param("n_seeds", "int", "instances per point", 16, low=1, high=4096, low_inclusive=True),
+    "max_iter": Param("max_iter", "int", "GAMP iterations (the trace is forward-filled after the stop)", 100,
+                      low=1, high=100_000, low_inclusive=True),
+    "damping": Param("damping", "float", "damping weight of the old iterate (0: undamped)", 0.5, low=0.0,
+                     high=1.0, low_inclusive=True, high_inclusive=False),
+    "damp": Param("damp", "choice", "what is damped: 'estimate' (S_hat and its variance, the shared loop) or "
+                  "'channel' (omega and V, the authors' notebook)", "estimate", choices=gamp_mod.DAMPING_FORMS),
+    "cavity": Param("cavity", "choice", "cavity variance of the pre-activation: 'gram' (per sample, from "
+                    "||x||^2) or 'scalar' (2 c, the spec's)", "gram", choices=gamp_mod.CAVITIES),
+    "tol": Param("tol", "float", "stop when kappa ||S_hat_t - S_hat_{t-1}||_F^2 / d < tol (paper units)", 1e-5,
+                 low=0.0, high=1.0),
+}
+
+
+class GAMP(Method):
+    """GAMP-RIE (spec §B3) on `n_seeds` instances of dimension d at one (alpha, kappa, delta), with the SE
+    error of the point."""
+
+    def layout(self, settings):
+        dims = {"seed": np.arange(settings["n_seeds"]), "iteration": np.arange(settings["max_iter"] + 1)}
+        traced = ("seed", "iteration")
+        return Layout(dims, {
+            "mse": Variable(traced, "f8", "error (1/d^2)||S_hat - S*||_F^2 per iteration (paper units, 1 at "
+                            "alpha = 0; 0 = the start S_hat = E[S*]; forward-filled after the stop)"),
+            "mse_predicted": Variable(traced, "f8", "GAMP's own error prediction kappa mmse_RIE(1/qhat) per "
+                                      "iteration"),
+            "n_iter": Variable(("seed",), "i4", "iterations run"),
+            "converged": Variable(("seed",), "i1", "1 if the change fell below tol (or the predicted error "
+                                  "collapsed)"),
+            "diverged": Variable(("seed",), "i1", "1 if g or the estimate became non-finite"),
+            "mse_se": Variable((), "f8", "SE (Bayes-optimal) error at the same point"),
+        })
+
+    def check(self, params, settings):
+        gamp_mod.teacher_width(params["kappa"], settings["d"])
+        gamp_mod.n_samples(params["alpha"], settings["d"])
+
+    def run(self, params, settings, seed_sequence):
+        self.check(params, settings)
+        alpha, kappa, delta = params["alpha"], params["kappa"], params["delta"]
+        d, n_seeds, n_trace = settings["d"], settings["n_seeds"], settings["max_iter"] + 1
+        out = {name: np.full((n_seeds, n_trace), np.nan) for name in ("mse", "mse_predicted")}
+        for name in ("n_iter", "converged", "diverged"):
+            out[name] = np.zeros(n_seeds, dtype=int)
+        # one child stream per seed: seed s of a point is the same instance whatever n_seeds is
+        for s, child in enumerate(seed_sequence.spawn(n_seeds)):
+            x, W, y = gamp_mod.sample_instance(alpha, kappa, delta, d, np.random.default_rng(child))
+            trace = gamp_mod.run_gamp(x, y, W, delta, max_iter=settings["max_iter"], damping=settings["damping"],
+                                      damp=settings["damp"], tol=settings["tol"], cavity=settings["cavity"])
+            out["mse"][s] = forward_fill(trace.mse, n_trace)
+            out["mse_predicted"][s] = forward_fill(trace.mse_predicted, n_trace)
+            out["n_iter"][s] = trace.n_iter
+            out["converged"][s] = int(trace.converged)
+            out["diverged"][s] = int(trace.diverged)
+        out["mse_se"] = se_mod.bo_state(alpha, kappa, delta).mse
+        return out
+
+    def figure(self, plt, ds, companions):
+        return figures.plot_gamp(plt, ds, companions)
+
+
+_GD_SETTINGS = {
+    "d": Param("d", "int", "input dimension (the authors' data: 200; cost ~ alpha kappa d^4 per step)", 50, low=2,
+               high=2000, low_inclusive=True),
+    "n_seeds": Param("n_seeds", "int", "instances (teacher + training set) per point", 16, low=1, high=10_000,
+                     low_inclusive=True),
+    "n_students": Param("n_students", "int", "students per instance (independent N(0, 1) initialisations, same "
+                        "data); AGD averages their S_hat (the authors: 16 or 64)", 16, low=1, high=10_000,
+                        low_inclusive=True),
+    "steps": Param("steps", "int", "full-batch optimiser steps", 2000, low=1, high=10**6, low_inclusive=True),
+    "optimiser": Param("optimiser", "choice", "'gd' (plain full-batch gradient descent, the authors' averaged "
+                       "script) or 'adam' (their vanilla script)", "gd", choices=("gd", "adam")),
+    "lr": Param("lr", "float", "learning rate (the authors: 0.1 for gd, 0.01 for adam)", 0.1, low=0.0),
+    "log_every": Param("log_every", "int", "steps between logged errors (step 0 and the last are always logged)",
+                       50, low=1, high=10**6, low_inclusive=True),
+}
+
+
+class GD(Method):
+    """Full-batch GD and averaged GD (spec §B4) on n_seeds instances per point, against the SE error."""
+
+    def layout(self, settings):
+        return Layout({"seed": np.arange(settings["n_seeds"]),
+                       "step": gd_mod.log_marks(settings["steps"], settings["log_every"])}, {
+            "mse_gd": Variable(("seed", "step"), "f8", "GD error (1/d^2)||S_hat - S*||_F^2 of single students "
+                               "(paper units), mean over the n_students students of the seed"),
+            "mse_agd": Variable(("seed", "step"), "f8", "AGD error (1/d^2)||mean_i S_hat_i - S*||_F^2"),
+            "train_loss": Variable(("seed", "step"), "f8", "training loss sum (y_hat - y)^2 / 4, divided by n, "
+                                   "mean over the students"),
+            "mse_se": Variable((), "f8", "Bayes-optimal (SE) error at the point"),
+        })
+
+    def check(self, params, settings):
+        gamp_mod.teacher_width(params["kappa"], settings["d"])
+        gamp_mod.n_samples(params["alpha"], settings["d"])
+
+    def run(self, params, settings, seed_sequence):
+        self.check(params, settings)
+        alpha, kappa, delta = float(params["alpha"]), float(params["kappa"]), float(params["delta"])
+        runs = [gd_mod.run_seed(alpha=alpha, kappa=kappa, delta=delta, d=settings["d"],
+                                n_students=settings["n_students"], steps=settings["steps"], lr=settings["lr"],
+                                log_every=settings["log_every"], optimiser=settings["optimiser"],
+                                seed_sequence=child)
+                for child in seed_sequence.spawn(settings["n_seeds"])]
+        out = {name: np.stack([r[name] for r in runs]) for name in ("mse_gd", "mse_agd", "train_loss")}
+        out["mse_se"] = se_mod.bo_state(alpha, kappa, delta).mse
+        return out
+
+    def figure(self, plt, ds, companions):
+        return figures.plot_gd(plt, ds, companions)
+
+
 class QuadraticModel(Model):
     """The extensive-width quadratic network: a table of parameters and methods."""
 
@@ -91,6 +215,9 @@ class QuadraticModel(Model):
                 "threshold": Threshold(_THRESHOLD_SETTINGS, version=1,
                                        doc="perfect-recovery alpha_PR(kappa), closed form and SE bisection",
                                        excludes=("alpha", "delta")),
+                "gamp": GAMP(_GAMP_SETTINGS, version=1, doc="GAMP-RIE on finite instances against the SE (spec B3)"),
+                "gd": GD(_GD_SETTINGS, version=1, doc="full-batch GD and averaged GD from N(0, 1) initialisations "
+                         "against the SE (spec B4)"),
             },
         )
 
@@ -103,3 +230,181 @@ class QuadraticModel(Model):
                 raise ParameterError("params.alpha", f"alpha = {alpha:g} is below the SE curve's range "
                                      f"({floor:.3g} at kappa = {kappa:g})", f"use alpha > {floor:.3g}")
         return params
+
+
+# ----------------------------------------------------------------------------------------------------
+# ERM with weight decay: model "quadratic-erm" (spec erm_quadratic.md; the SE and its conventions in erm.py)
+# ----------------------------------------------------------------------------------------------------
+
+from seqphase.core.quadratic import erm as erm_mod  # noqa: E402
+
+
+class ERMSE(Method):
+    """ERM test error, training loss and rank at one (alpha, kappa_star, kappa, delta, lam): the xi-continuation
+    of spec §2 mapped onto alpha (erm.py), with the Bayes-optimal error of the same teacher beside it."""
+
+    def layout(self, settings):
+        return Layout({}, {
+            "test_error": Variable((), "f8", "(1/d) ||S_hat - S*||_F^2 in S' units (S* = W*^T W*/m*; Q0 = 1 + "
+                                   "1/kappa_star at alpha -> 0)"),
+            "test_error_bo": Variable((), "f8", "kappa_star * test_error = (1/d^2) ||S_hat - S*||^2 with S* = "
+                                      "W*^T W*/sqrt(m*): the units of model quadratic's mse"),
+            "bo_mse": Variable((), "f8", "Bayes-optimal error of the same teacher, model quadratic's mse at "
+                               "kappa = kappa_star and label-noise variance kappa_star * delta"),
+            "train_loss": Variable((), "f8", "(1/(4n)) sum (y - <X, S_hat>)^2 at the minimiser (data term of L)"),
+            "rank_fraction": Variable((), "f8", "rank(S_hat)/d"),
+            "xi": Variable((), "f8", "effective GOE noise variance of the spectral denoising problem"),
+            "q": Variable((), "f8", "soft threshold on the eigenvalues of Y = S* + sqrt(xi) Z"),
+        })
+
+    def run(self, params, settings, seed_sequence):
+        ks, kappa, delta, lam = params["kappa_star"], params["kappa"], params["delta"], params["lam"]
+        state = erm_mod.erm_state(params["alpha"], ks, kappa, delta, lam)
+        bo = float(se_mod.bo_mse(params["alpha"], ks, ks * delta)) if settings["with_bo"] else math.nan
+        return {"test_error": state.test_error, "test_error_bo": state.test_error_bo, "bo_mse": bo,
+                "train_loss": state.train_loss, "rank_fraction": state.rank_fraction, "xi": state.xi, "q": state.q}
+
+    def figure(self, plt, ds, companions):
+        return figures.plot_erm_se(plt, ds, companions)
+
+
+class ERMThreshold(Method):
+    """alpha_interp(kappa_star, kappa, delta) (lam -> 0+) and the noiseless alpha_SR(kappa_star), two routes each."""
+
+    def layout(self, settings):
+        return Layout({}, {
+            "alpha_interp_equation": Variable((), "f8", "alpha(xi*, q=0) with alpha(xi, 0) = J(xi, 0) (inf: "
+                                              "interpolates at every alpha)"),
+            "alpha_interp_bisection": Variable((), "f8", "smallest alpha with SE train_loss > train_cut at "
+                                               "lam = lam_small (NaN: a step fell in a fold of the continuation "
+                                               "that the fixed-alpha solve could not bracket)"),
+            "alpha_interp_gap": Variable((), "f8", "relative gap of the two alpha_interp"),
+            "alpha_sr_equation": Variable((), "f8", "noiseless strong recovery from the statistical dimension"),
+            "alpha_sr_bisection": Variable((), "f8", "smallest alpha with noiseless lam -> 0+ SE error < mse_cut"),
+            "alpha_sr_gap": Variable((), "f8", "relative gap of the two alpha_SR"),
+        })
+
+    def run(self, params, settings, seed_sequence):
+        ks, kappa, delta = params["kappa_star"], params["kappa"], params["delta"]
+        eq = thresholds.alpha_interp_equation(ks, kappa, delta)
+        try:
+            bis = thresholds.alpha_interp_bisection(ks, kappa, delta, lam=settings["lam_small"],
+                                                    train_cut=settings["train_cut"], rtol=settings["rtol"])
+        except erm_mod.ERMCurveError:  # a bisection step in a fold the fixed-alpha solve cannot bracket
+            bis = math.nan
+        sr_eq, _ = thresholds.alpha_sr_statistical_dimension(ks)
+        sr_bis = thresholds.alpha_sr_bisection(ks, mse_cut=settings["mse_cut"], rtol=settings["rtol"])
+        gap = 0.0 if eq == bis == math.inf else thresholds.relative_gap(eq, bis)
+        return {"alpha_interp_equation": eq, "alpha_interp_bisection": bis, "alpha_interp_gap": gap,
+                "alpha_sr_equation": sr_eq, "alpha_sr_bisection": sr_bis,
+                "alpha_sr_gap": thresholds.relative_gap(sr_eq, sr_bis)}
+
+    def figure(self, plt, ds, companions):
+        return figures.plot_erm_thresholds(plt, ds, companions)
+
+
+_ERM_SE_SETTINGS = {
+    "with_bo": Param("with_bo", "bool", "also compute the Bayes-optimal error of the same teacher (bo_mse)", True),
+}
+
+_ERM_THRESHOLD_SETTINGS = {
+    "lam_small": Param("lam_small", "float", "weight decay of the bisection route to alpha_interp", 1e-7,
+                       low=0.0, high=1e-3),
+    "train_cut": Param("train_cut", "float", "training loss above which the bisection counts alpha as not "
+                       "interpolating", 1e-9, low=0.0, high=1e-3),
+    "mse_cut": Param("mse_cut", "float", "SE test error below which alpha counts as strongly recovered", 1e-6,
+                     low=0.0, high=0.1),
+    "rtol": Param("rtol", "float", "relative width at which the bisections stop", 1e-7, low=0.0, high=0.1),
+}
+
+from seqphase.core.quadratic import erm_training  # noqa: E402
+
+_ERM_EXPERIMENT_SETTINGS = {
+    "d": Param("d", "int", "input dimension (cost ~ alpha kappa d^4 per gradient)", 60, low=4, high=400,
+               low_inclusive=True, high_inclusive=True),
+    "n_seeds": Param("n_seeds", "int", "instances (teacher, data, initialisation) per point", 16, low=1,
+                     high=10_000, low_inclusive=True),
+    "max_iter": Param("max_iter", "int", "L-BFGS-B iterations at most", 20_000, low=1, high=10**6,
+                      low_inclusive=True),
+    "gtol": Param("gtol", "float", "L-BFGS-B stops when the largest gradient entry is below gtol (1e-7: test "
+                  "error stable to 1e-4 relative at d = 50, erm_training.py)", 1e-7, low=0.0, high=1e-2),
+}
+
+
+class ERMExperiment(Method):
+    """The finite-d check of the ERM SE: n_seeds students S = B B^T trained by L-BFGS-B on the SE's loss
+    (erm_training.py), with the SE at the point beside them."""
+
+    def layout(self, settings):
+        per_seed = ("seed",)
+        return Layout({"seed": np.arange(settings["n_seeds"])}, {
+            "test_error": Variable(per_seed, "f8", "||S_hat - S*||_F^2 / d (S' units, the SE's test_error)"),
+            "test_error_bo": Variable(per_seed, "f8", "kappa_star ||S_hat - S*||_F^2 / d (model quadratic's units)"),
+            "train_loss": Variable(per_seed, "f8", "(1/(4n)) sum (y - <X, S_hat>)^2 at the end of training"),
+            "loss": Variable(per_seed, "f8", "the minimised objective: train_loss + (lam/d) Tr S_hat"),
+            "rank_fraction": Variable(per_seed, "f8", f"eigenvalues of S_hat above {erm_training.RANK_CUT:g} "
+                                      "(teacher mean eigenvalue 1), over d"),
+            "n_iter": Variable(per_seed, "i4", "L-BFGS-B iterations"),
+            "converged": Variable(per_seed, "i1", "1 if L-BFGS-B stopped on gtol or no decrease, 0 at max_iter"),
+            "fit_seconds": Variable(per_seed, "f8", "wall time of the fit (machine dependent)"),
+            "test_error_se": Variable((), "f8", "SE test_error at the point (erm.erm_state)"),
+            "test_error_bo_se": Variable((), "f8", "SE test_error_bo at the point"),
+            "train_loss_se": Variable((), "f8", "SE train_loss at the point"),
+            "rank_fraction_se": Variable((), "f8", "SE rank_fraction at the point"),
+        })
+
+    def check(self, params, settings):
+        d = settings["d"]
+        erm_training.width(params["kappa"], d)
+        erm_training.width(params["kappa_star"], d, "kappa_star")
+        erm_training.n_samples(params["alpha"], d)
+
+    def run(self, params, settings, seed_sequence):
+        self.check(params, settings)
+        ks, kappa, delta, lam, alpha = (float(params[k]) for k in ("kappa_star", "kappa", "delta", "lam", "alpha"))
+        runs = [erm_training.run_seed(alpha=alpha, kappa_star=ks, kappa=kappa, delta=delta, lam=lam, d=settings["d"],
+                                      seed_sequence=child, max_iter=settings["max_iter"], gtol=settings["gtol"])
+                for child in seed_sequence.spawn(settings["n_seeds"])]
+        out = {k: np.array([r[k] for r in runs]) for k in ("test_error", "test_error_bo", "train_loss", "loss",
+                                                           "rank_fraction", "n_iter", "converged", "fit_seconds")}
+        state = erm_mod.erm_state(alpha, ks, kappa, delta, lam)
+        out.update(test_error_se=state.test_error, test_error_bo_se=state.test_error_bo,
+                   train_loss_se=state.train_loss, rank_fraction_se=state.rank_fraction)
+        return out
+
+    def figure(self, plt, ds, companions):
+        return figures.plot_erm_experiment(plt, ds, companions)
+
+
+class QuadraticERMModel(Model):
+    """ERM with weight decay of the quadratic network (nuclear-norm sensing on the PSD cone): a table of
+    parameters and methods. Loss, units and outputs: erm.py's docstring."""
+
+    def __init__(self):
+        super().__init__(
+            name="quadratic-erm",
+            description="ERM with weight decay of the extensive-width quadratic network: teacher width "
+                        "kappa_star d, student width kappa d, n = alpha d^2, label-noise variance delta, loss "
+                        "(1/(4n)) sum (y - <X, S>)^2 + (lam/d) Tr S, S = W^T W/m",
+            params={
+                "alpha": Param("alpha", "float", "sample complexity n/d^2", REQUIRED, low=0.0),
+                "kappa_star": Param("kappa_star", "float", "teacher width ratio m*/d", 0.5, low=0.0),
+                "kappa": Param("kappa", "float", "student width ratio m/d (>= 1: convex; < 1: rank cap)", 2.0,
+                               low=0.0),
+                "delta": Param("delta", "float", "label-noise variance (S' label units, erm.py)", 0.0, low=0.0,
+                               low_inclusive=True),
+                "lam": Param("lam", "float", "weight decay lam in (lam/d) Tr S (0: the limit lam -> 0+)", 0.0,
+                             low=0.0, low_inclusive=True),
+            },
+            methods={
+                "se": ERMSE(_ERM_SE_SETTINGS, version=1, doc="ERM state evolution (xi-continuation, spec §2)"),
+                "threshold": ERMThreshold(_ERM_THRESHOLD_SETTINGS, version=1,
+                                          doc="alpha_interp and alpha_SR, dedicated equation and bisection",
+                                          excludes=("alpha", "lam")),
+                "experiment": ERMExperiment(_ERM_EXPERIMENT_SETTINGS, version=1,
+                                            doc="finite-d L-BFGS-B training over seeds against the SE"),
+            },
+        )
+
+    def check_point(self, method, params):
+        return erm_mod.check_covered(params, method)

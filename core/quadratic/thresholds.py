@@ -39,3 +39,115 @@ def relative_gap(a, b):
     if not (math.isfinite(a) and math.isfinite(b)) or a == 0:
         return math.nan
     return abs(a - b) / abs(a)
+
+
+# ----------------------------------------------------------------------------------------------------
+# ERM with weight decay (model "quadratic-erm", spec erm_quadratic.md §2; conventions in erm.py)
+# ----------------------------------------------------------------------------------------------------
+#
+# * Strong recovery alpha_SR(kappa_star), noiseless, lam -> 0+, convex student (kappa >= 1):
+#   - dedicated equation (`alpha_sr_statistical_dimension`): the xi -> 0 limit of E / (2 xi) along the curve is the
+#     statistical dimension per d^2 of the descent cone of Tr on the PSD cone at S* (rank kappa_star d):
+#         alpha_SR = kappa_star - kappa_star^2/2 + min_t [kappa_star t^2 + (1 - kappa_star) E (u - t)_+^2],
+#     u ~ semicircle of variance (1 - kappa_star)/2 (the GOE block on the null space of S*, per sqrt(d)); t is the
+#     threshold q / sqrt(xi) up to scale; 1/2 for kappa_star >= 1 (S* in the interior: a half-space). This is the
+#     asymptotic form of the SE at small xi, derived independently of the quadrature (no 0/0).
+#   - curve (`alpha_sr_bisection`): the smallest alpha whose SE test error is < mse_cut, by bisection on the
+#     continuation (erm.py, which evaluates E without the O(1) cancellation down to xi = 1e-10).
+# * Interpolation alpha_interp(kappa_star, kappa, delta), lam -> 0+:
+#   - dedicated equation (`alpha_interp_equation`): on the q = 0 branch, interpolation (J = alpha) starts where
+#     alpha(xi, q = 0) = J(xi, 0) = integral_{x > omega+} rho h x; root in xi by brentq (bracketed on a log
+#     grid), alpha_interp = alpha(xi*, 0).
+#   - curve (`alpha_interp_bisection`): the smallest alpha whose SE training loss at a small lam > 0 (full
+#     q-equation, no lam -> 0+ branch logic) exceeds train_cut.
+#   With delta = 0 and kappa >= kappa_star the student interpolates at every alpha (S* is feasible): inf.
+
+import numpy as np  # noqa: E402  (appended section)
+
+from seqphase.core.quadratic import erm as _erm  # noqa: E402  (erm imports no thresholds)
+
+
+def _semicircle_excess_square(tau):
+    """E (v - tau)_+^2 for v on the semicircle of radius 1 (density (2/pi) sqrt(1 - v^2))."""
+    from scipy import integrate
+
+    if tau >= 1.0:
+        return 0.0
+    lo = max(tau, -1.0)
+    return integrate.quad(lambda v: (v - tau) ** 2 * math.sqrt(max(1.0 - v * v, 0.0)) * 2.0 / math.pi, lo, 1.0,
+                          epsabs=1e-15, epsrel=1e-13, limit=200)[0]
+
+
+def alpha_sr_statistical_dimension(kappa_star):
+    """alpha_SR(kappa_star) from the statistical dimension (comment above); returns (alpha_SR, t*)."""
+    from scipy import optimize
+
+    k = _erm.check_positive(kappa_star, "kappa_star", "the teacher width ratio m*/d")
+    if k >= 1.0:
+        return 0.5, 0.0
+    s = math.sqrt((1.0 - k) / 2.0)  # std of the null-space semicircle
+
+    def excess(t):
+        return k * t * t + (1.0 - k) * 4.0 * s * s * _semicircle_excess_square(t / (2.0 * s))
+
+    res = optimize.minimize_scalar(excess, bounds=(0.0, 2.0 * s), method="bounded", options={"xatol": 1e-12})
+    return k - k * k / 2.0 + float(res.fun), float(res.x)
+
+
+def alpha_sr_bisection(kappa_star, *, mse_cut=1e-6, rtol=1e-9):
+    """Smallest alpha with noiseless lam -> 0+ SE test error (S' units) < mse_cut, convex student (kappa = 2)."""
+    k = _erm.check_positive(kappa_star, "kappa_star", "the teacher width ratio m*/d")
+    curve = _erm.erm_curve(k, 2.0, 0.0, 0.0)
+
+    def recovered(alpha):
+        return curve.at_alpha(alpha).test_error < mse_cut
+
+    lo = 1.01 * curve.alpha_range()[0]
+    return bisect_monotone(recovered, lo, 1.0, rtol)
+
+
+def interpolation_criterion(curve, xi):
+    """alpha(xi, q = 0) - J(xi, 0) on the lam -> 0+ q = 0 branch (> 0: not interpolating)."""
+    omega = curve.omega(xi)
+    e, j, _ = curve.denoising.risk(xi, 0.0, omega)
+    return (e + curve.delta / 2.0) / (2.0 * xi) - j, (e + curve.delta / 2.0) / (2.0 * xi)
+
+
+def alpha_interp_equation(kappa_star, kappa, delta, *, xi_lo=1e-8, xi_hi=1e6, points=141):
+    """alpha_interp (lam -> 0+) from the dedicated equation; inf when the student interpolates at every alpha."""
+    from scipy import optimize
+
+    curve = _erm.ERMCurve(kappa_star, kappa, delta, 0.0)
+    grid = np.logspace(math.log10(xi_lo), math.log10(xi_hi), points)
+    crit = np.array([interpolation_criterion(curve, xi)[0] for xi in grid])
+    # crit > 0 at small xi (large alpha: no interpolation) and < 0 at large xi; take the last sign change
+    change = np.nonzero((crit[:-1] > 0) & (crit[1:] <= 0))[0]
+    if not len(change):
+        if delta == 0.0 and np.all(crit <= 0):
+            return math.inf
+        raise _erm.ERMCurveError("params", f"no interpolation threshold found for kappa_star = {kappa_star}, "
+                                 f"kappa = {kappa}, delta = {delta} on xi in [{xi_lo:g}, {xi_hi:g}]",
+                                 "check the parameters")
+    i = int(change[-1])
+    xi_star = math.exp(optimize.brentq(lambda v: interpolation_criterion(curve, math.exp(v))[0],
+                                       math.log(grid[i]), math.log(grid[i + 1]), xtol=1e-13, rtol=1e-13))
+    return interpolation_criterion(curve, xi_star)[1]
+
+
+def alpha_interp_bisection(kappa_star, kappa, delta, *, lam=1e-7, train_cut=1e-9, rtol=1e-7, alpha_max=5.0):
+    """Smallest alpha whose SE training loss at weight decay lam exceeds train_cut (inf if none up to alpha_max).
+
+    In the interpolating phase train_loss = lam^2 alpha xi / q^2 = O(lam^2) (q = O(1)); beyond alpha_interp it
+    grows like (alpha - alpha_interp)^2 (the residual ~ 1 - J/alpha). Interpolating points count as such while
+    q > lam sqrt(alpha xi / train_cut) (3e-3 at the defaults). Near alpha_interp with label noise the
+    xi-continuation folds (the test-error peak); erm.ERMCurve.at_alpha then solves at fixed alpha."""
+    curve = _erm.erm_curve(float(kappa_star), float(kappa), float(delta), float(lam))
+
+    def not_interpolating(alpha):
+        return curve.at_alpha(alpha).train_loss > train_cut
+
+    lo = 1.01 * curve.alpha_range()[0]
+    hi = min(alpha_max, 0.99 * curve.alpha_range()[1])
+    if not not_interpolating(hi):
+        return math.inf
+    return bisect_monotone(not_interpolating, lo, hi, rtol)

@@ -20,6 +20,7 @@ import pytest
 
 from seqphase.core.aim.channels import CHANNELS as AIM_CHANNELS
 from seqphase.core.aim.channels import HardmaxChannel, LinearChannel as AIMLinearChannel, SoftmaxChannel
+from seqphase.core.bsr.channels import BSRChannel
 from seqphase.core.channel import SCALAR_CHANNELS, ScalarChannel
 from seqphase.core.glm.channels import CHANNELS as GLM_CHANNELS
 from seqphase.core.multiindex.channels import MI_CHANNELS, make_channel
@@ -56,6 +57,8 @@ REGISTERED = [
     ("aim", "hardmax", lambda: HardmaxChannel(2, "exact"), True),
     ("quadratic", "quadratic", lambda: QuadraticChannel(0.25, 0.5), True),
     ("quadratic", "quadratic-noiseless", lambda: QuadraticChannel(0.0, 0.5), True),
+    ("bsr", "bsr", lambda: BSRChannel(0.1), True),
+    ("bsr", "bsr-noiseless", lambda: BSRChannel(0.0), True),
 ]
 IDS = [f"{family}:{name}" for family, name, _, _ in REGISTERED]
 
@@ -71,6 +74,7 @@ def test_every_channel_listed():
     for name in AIM_CHANNELS:
         assert ("aim", name) in listed
     assert ("quadratic", "quadratic") in listed
+    assert ("bsr", "bsr") in listed
     assert set(GLM_CHANNELS) == set(SCALAR_CHANNELS)
 
 

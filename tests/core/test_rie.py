@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from seqphase.core.errors import ParameterError
-from seqphase.core.rie import FOUR_PI2_OVER_3, SymmetricRIE, _bulk_rule, mmse_table
+from seqphase.core.rie import FOUR_PI2_OVER_3, SymmetricRIE, bulk_rule, mmse_table
 
 SOFTMAX_CSV = Path("/work/shared/reference/aim/SE_softmax_T=2_rho=0.5.csv")
 
@@ -18,7 +18,7 @@ SOFTMAX_CSV = Path("/work/shared/reference/aim/SE_softmax_T=2_rho=0.5.csv")
 def integrate(rie, delta, f, levels=16, nodes=16):
     """integral f(x) mu(x) dx over the support with a finer rule than the module's default."""
     lo, hi, _ = rie._support(np.array([delta]))
-    u, w = _bulk_rule(levels, nodes)
+    u, w = bulk_rule(levels, nodes)
     width = (hi - lo)[0][:, None]
     x = lo[0][:, None] + width * (1.0 - np.cos(np.pi * u)) / 2.0
     weights = width * w * np.pi * np.sin(np.pi * u) / 2.0
