@@ -63,8 +63,11 @@ NUMERICS
 * Fold: with label noise and small lam the solution set folds back in xi near the interpolation threshold (the
   peak of the test error): at one xi the q-equation has three roots, and the table (one root per xi) jumps over an
   alpha interval (kappa_star = 0.5, kappa = 0.5, delta = 0.5, lam = 1e-3: alpha in ~[0.27, 0.36]). A point whose
-  cell brentq lands on such a jump is solved at fixed alpha instead (`solve_at_fixed_alpha`: q unknown, xi(q)
-  from the alpha equation, brentq on the q-equation; ~1 s a point).
+  cell brentq lands on such a jump is solved on the `Fold` of that cell: the solution curve of the q-equation
+  traced by pseudo-arclength continuation in (log xi, log q) (once per cell, 1-10 s), then a point by brentq
+  along it. Solving at fixed alpha instead (q unknown, xi(q) from the alpha equation) is not enough: at fixed q,
+  alpha(xi, q) dips below its large-xi value 1/4 and rises back, so the fixed-alpha level set turns in q (kappa_star
+  = 0.1, kappa = 2, delta = 0.5, lam = 1e-7, alpha = 0.234: no xi at all for q < 0.5, two for q > 0.53).
 """
 
 from __future__ import annotations
@@ -92,6 +95,16 @@ LEVELS = 14
 LEVELS_COARSE = 8
 XI_FINE = 1e-4
 NODES = 10
+#: the fold's pseudo-arclength continuation in (log xi, log q): first, smallest and largest step; a step is halved
+#: while the tangent turns by more than ARC_TURN_MAX (1 - cos) over it and doubled when it turns by < 1/4 of that
+ARC_STEP = 0.05
+ARC_STEP_MIN = 1e-4
+ARC_STEP_MAX = 1.0
+ARC_TURN_MAX = 2e-3
+ARC_MAX_STEPS = 5000
+#: lam = 0: the interpolating branch is traced down to this q; below it the start of interpolation is the q = 0
+#: branch's (alpha error O(Q_FLOOR))
+Q_FLOOR = 1e-10
 
 
 def check_positive(value, field, what):
@@ -242,6 +255,7 @@ class ERMCurve:
         self.delta = check_nonnegative(delta, "delta", "the label-noise variance")
         self.lam = check_nonnegative(lam, "lam", "the weight decay")
         self._table = None
+        self._folds = {}
 
     def __repr__(self):
         return f"ERMCurve(kappa_star={self.kappa_star}, kappa={self.kappa}, delta={self.delta}, lam={self.lam})"
@@ -333,51 +347,177 @@ class ERMCurve:
         if abs(state.alpha - alpha) > 1e-6 * alpha:
             # alpha(xi) jumps over this alpha: near the interpolation threshold with label noise and small lam the
             # q-equation has several roots at one xi (kappa_star = 2, delta = 0.5, lam = 1e-7: q = 0.41 and q ~ 0
-            # at xi = 1.907), the curve folds back in xi and the xi-parametrisation skips the middle branch
-            qs = sorted(s.q for s in (states[i - 1], states[i], state))
-            return self.solve_at_fixed_alpha(alpha, bracket=(qs[0], qs[-1]))
+            # at xi = 1.907), the solution curve folds back in xi and the xi-table skips the fold
+            return self.fold(i).at_alpha(alpha)
         return state
 
-    def xi_at_fixed_alpha(self, alpha, q):
-        """xi with (E(xi, q) + delta/2) / (2 xi) = alpha at fixed q (brentq in log xi; the left side falls from
-        +inf at xi -> 0 to its large-xi value)."""
-        omega_of = self.omega
+    # -- the fold ---------------------------------------------------------------------------------------
+    def q_residual(self, log_xi, log_q):
+        """The q-equation J / alpha(xi, q) + lam / q - 1 at (log xi, log q): its zero set is the SE solution curve."""
+        xi, q = math.exp(log_xi), math.exp(log_q)
+        e, j, _ = self.denoising.risk(xi, q, self.omega(xi))
+        return 2.0 * xi * j / (e + self.delta / 2.0) - 1.0 + self.lam / q
 
-        def g(v):
+    def alpha_at(self, log_xi, log_q):
+        xi = math.exp(log_xi)
+        e, _, _ = self.denoising.risk(xi, math.exp(log_q), self.omega(xi))
+        return (e + self.delta / 2.0) / (2.0 * xi)
+
+    @property
+    def folds(self):
+        """The folds traced so far (table cell index -> Fold)."""
+        return dict(self._folds)
+
+    def fold(self, i):
+        """The solution curve through table cell i (where alpha jumps), traced once and cached: a `Fold`."""
+        if i not in self._folds:
+            self._folds[i] = Fold(self, i)
+        return self._folds[i]
+
+
+class Fold:
+    """The SE solution curve through one table cell where the xi-parametrisation jumps (module docstring, Fold).
+
+    The curve {q_residual(log xi, log q) = 0} is followed by pseudo-arclength continuation in the plane (log xi,
+    log q), which needs no monotone coordinate: predictor along the tangent (perpendicular to the residual's
+    gradient), corrector back onto the curve along the gradient direction (brentq), step halved where the
+    tangent turns fast and doubled where it is straight. Along the curve alpha must fall (one SE point per alpha, the convex problem); a rise is an
+    ERMCurveError. lam > 0: from table state i-1 (small q) to state i. lam = 0: the states below the fold have
+    q = 0 exactly (no interpolation), so the curve is followed backward from state i down to q = Q_FLOOR (the
+    point where interpolation starts, alpha_interp); alphas between there and state i-1 lie on the q = 0 branch,
+    solved by brentq in xi on alpha(xi, 0)."""
+
+    def __init__(self, curve, i):
+        self.curve = curve
+        log_xi, states, _ = curve.table()
+        below, above = states[i - 1], states[i]
+        self.log_xi_below = float(log_xi[i - 1])
+        self.alpha_below = below.alpha
+        self.q_zero_branch = below.q == 0.0
+        if above.q == 0.0:
+            raise ERMCurveError("params", f"alpha(xi) jumps on the q = 0 branch of {curve!r} at xi = "
+                                f"{math.exp(log_xi[i]):.4g}", "choose another (kappa_star, kappa, lam)")
+        if self.q_zero_branch:
+            start = (log_xi[i], math.log(above.q))
+            points = self._trace(start, end=None)[::-1]
+        else:
+            start, end = (log_xi[i - 1], math.log(below.q)), (log_xi[i], math.log(above.q))
+            points = self._trace(start, end)
+        self.points = np.array(points)  # rows (log xi, log q, alpha), alpha falling
+        rises = np.diff(self.points[:, 2]) > CURVE_RTOL * self.points[1:, 2]
+        if np.any(rises):
+            raise ERMCurveError("params", f"alpha rises along the fold of {curve!r} at xi = "
+                                f"{math.exp(self.points[int(np.argmax(rises)), 0]):.4g}: several SE fixed points",
+                                "choose another (kappa_star, kappa, lam)")
+
+    def _tangent(self, z, eps=1e-6):
+        f = self.curve.q_residual
+        grad = np.array([(f(z[0] + eps, z[1]) - f(z[0] - eps, z[1])) / (2 * eps),
+                         (f(z[0], z[1] + eps) - f(z[0], z[1] - eps)) / (2 * eps)])
+        normal = grad / np.hypot(*grad)
+        return np.array([-normal[1], normal[0]]), normal
+
+    def _onto_curve(self, z, normal, reach):
+        """The point z + c normal on the curve, |c| <= reach grown up to 8 times (None if no sign change)."""
+        f = self.curve.q_residual
+
+        def g(c):
+            return f(*(z + c * normal))
+
+        g0 = g(0.0)
+        if g0 == 0.0:
+            return z
+        for _ in range(8):
+            for side in (reach, -reach):
+                if g0 * g(side) < 0:
+                    lo, hi = sorted((0.0, side))
+                    return z + optimize.brentq(g, lo, hi, xtol=1e-13, rtol=1e-13) * normal
+            reach *= 2
+        return None
+
+    def _trace(self, start, end):
+        """Points (log xi, log q, alpha) from start to end (or, end None, down to q = Q_FLOOR)."""
+        curve = self.curve
+        z = np.array(start, dtype=float)
+        goal = None if end is None else np.array(end, dtype=float)
+        points = [(z[0], z[1], curve.alpha_at(*z))]
+        tangent, _ = self._tangent(z)
+        heading = goal - z if goal is not None else np.array([0.0, -1.0])  # lam = 0: toward q -> 0
+        if tangent @ heading < 0:
+            tangent = -tangent
+        step = ARC_STEP
+        for _ in range(ARC_MAX_STEPS):
+            if goal is not None and np.hypot(*(goal - z)) <= step:
+                points.append((goal[0], goal[1], curve.alpha_at(*goal)))
+                return points
+            if goal is None and z[1] <= math.log(Q_FLOOR):
+                return points
+            new = self._onto_curve(z + step * tangent, self._tangent(z + step * tangent)[1], step / 2)
+            if new is None or np.hypot(*(new - z)) > 2 * step:
+                if step <= ARC_STEP_MIN:
+                    break
+                step /= 2
+                continue
+            moved = (new - z) / np.hypot(*(new - z))
+            next_tangent, _ = self._tangent(new)
+            if next_tangent @ moved < 0:
+                next_tangent = -next_tangent
+            # step control: the turn of the tangent over the step, not the corrector's size, so the
+            # sharp turns of the fold get small steps and the long straight branches large ones
+            turn = 1.0 - float(next_tangent @ tangent)
+            if turn > ARC_TURN_MAX and step > ARC_STEP_MIN:
+                step = max(step / 2, ARC_STEP_MIN)
+                continue
+            z, tangent = new, next_tangent
+            points.append((z[0], z[1], curve.alpha_at(*z)))
+            if turn < ARC_TURN_MAX / 4:
+                step = min(2 * step, ARC_STEP_MAX)
+        raise ERMCurveError("params", f"the fold of {curve!r} could not be traced from xi = {math.exp(start[0]):.4g}",
+                            "choose another (kappa_star, kappa, lam)")
+
+    def at_alpha(self, alpha):
+        """The SE point at alpha inside this cell."""
+        curve, pts = self.curve, self.points
+        if self.q_zero_branch and alpha >= pts[0, 2]:
+            return self._on_zero_branch(alpha)
+        if not pts[-1, 2] <= alpha <= pts[0, 2]:
+            raise ERMCurveError("params.alpha", f"alpha = {alpha:g} is outside the fold of {curve!r} "
+                                f"[{pts[-1, 2]:.6g}, {pts[0, 2]:.6g}]", "report this")
+        k = min(max(int(np.searchsorted(-pts[:, 2], -alpha)), 1), len(pts) - 1)  # pts[k-1, 2] >= alpha >= pts[k, 2]
+        # between two traced points: along their chord, each point projected onto the curve
+        chord = pts[k, :2] - pts[k - 1, :2]
+        length = float(np.hypot(*chord))
+        normal = np.array([-chord[1], chord[0]]) / length
+
+        def on_curve(t):
+            z = self._onto_curve(pts[k - 1, :2] + t * chord, normal, length)
+            if z is None:
+                raise ERMCurveError("params.alpha", f"alpha = {alpha:g}: the fold of {curve!r} left its chord",
+                                    "report this")
+            return z
+
+        t = optimize.brentq(lambda t: math.log(curve.alpha_at(*on_curve(t)) / alpha), 0.0, 1.0,
+                            xtol=1e-12, rtol=1e-12)
+        log_xi, log_q = on_curve(t)
+        xi = math.exp(log_xi)
+        return curve._state(xi, math.exp(log_q), curve.omega(xi))
+
+    def _on_zero_branch(self, alpha):
+        """lam = 0, alpha between the start of interpolation and state i-1: q = 0, brentq in log xi."""
+        curve, pts = self.curve, self.points
+        if alpha >= self.alpha_below:
+            raise ERMCurveError("params.alpha", f"alpha = {alpha:g} is not in this fold of {curve!r}", "report this")
+
+        def excess_alpha(v):
             xi = math.exp(v)
-            e, _, _ = self.denoising.risk(xi, q, omega_of(xi))
-            return math.log((e + self.delta / 2.0) / (2.0 * xi)) - math.log(alpha)
+            e, _, _ = curve.denoising.risk(xi, 0.0, curve.omega(xi))
+            return math.log((e + curve.delta / 2.0) / (2.0 * xi) / alpha)
 
-        lo, hi = math.log(XI_MIN), math.log(XI_MAX)
-        if g(lo) <= 0 or g(hi) >= 0:
-            return math.nan
-        return math.exp(optimize.brentq(g, lo, hi, xtol=1e-12, rtol=1e-12))
-
-    def solve_at_fixed_alpha(self, alpha, bracket=None):
-        """The SE point at alpha by the fixed-alpha route: unknown q, xi(q) from the alpha equation, then the
-        q-equation q (1 - J/alpha) = lam by brentq in q on [lam, q_max] (q_max: S_hat = 0, J = 0). Slower (nested
-        roots, ~1 s) but follows the fold of the xi-continuation; used where alpha(xi) jumps."""
-        def h(q):
-            xi = self.xi_at_fixed_alpha(alpha, q)
-            if not math.isfinite(xi):
-                return math.nan
-            _, j, _ = self.denoising.risk(xi, q, self.omega(xi))
-            return q * (1.0 - j / alpha) - self.lam
-
-        # first the q range of the table states around the jump (the middle branch lies between them), then the
-        # whole range [lam, q_max]
-        q_max = 2.0 * self.denoising.top_edge((self.denoising.q0 + self.delta / 2.0) / (2.0 * alpha)) + 1.0
-        q_lo = max(self.lam, 1e-12)
-        if bracket is not None and bracket[0] < bracket[1]:
-            lo_b, hi_b = max(bracket[0], q_lo), bracket[1]
-            if h(lo_b) <= 0 <= h(hi_b):
-                q_lo, q_max = lo_b, hi_b
-        if not (h(q_lo) <= 0 <= h(q_max)):
-            raise ERMCurveError("params.alpha", f"no fixed-alpha solution bracketed at alpha = {alpha:g} for "
-                                f"{self!r}", "use another alpha or lam")
-        q = optimize.brentq(h, q_lo, q_max, xtol=1e-13, rtol=1e-11)
-        xi = self.xi_at_fixed_alpha(alpha, q)
-        return self._state(xi, q, self.omega(xi))
+        if excess_alpha(pts[0, 0]) >= 0:  # within O(Q_FLOOR) of alpha_interp: the first traced point
+            xi = math.exp(pts[0, 0])
+            return curve._state(xi, math.exp(pts[0, 1]), curve.omega(xi))
+        xi = math.exp(optimize.brentq(excess_alpha, self.log_xi_below, pts[0, 0], xtol=1e-12, rtol=1e-12))
+        return curve._state(xi, 0.0, curve.omega(xi))
 
 
 @lru_cache(maxsize=64)

@@ -276,8 +276,8 @@ class ERMThreshold(Method):
             "alpha_interp_equation": Variable((), "f8", "alpha(xi*, q=0) with alpha(xi, 0) = J(xi, 0) (inf: "
                                               "interpolates at every alpha)"),
             "alpha_interp_bisection": Variable((), "f8", "smallest alpha with SE train_loss > train_cut at "
-                                               "lam = lam_small (NaN: a step fell in a fold of the continuation "
-                                               "that the fixed-alpha solve could not bracket)"),
+                                               "lam = lam_small (NaN: a step met an SE curve that could not be "
+                                               "mapped onto alpha, erm.ERMCurveError)"),
             "alpha_interp_gap": Variable((), "f8", "relative gap of the two alpha_interp"),
             "alpha_sr_equation": Variable((), "f8", "noiseless strong recovery from the statistical dimension"),
             "alpha_sr_bisection": Variable((), "f8", "smallest alpha with noiseless lam -> 0+ SE error < mse_cut"),
@@ -290,7 +290,7 @@ class ERMThreshold(Method):
         try:
             bis = thresholds.alpha_interp_bisection(ks, kappa, delta, lam=settings["lam_small"],
                                                     train_cut=settings["train_cut"], rtol=settings["rtol"])
-        except erm_mod.ERMCurveError:  # a bisection step in a fold the fixed-alpha solve cannot bracket
+        except erm_mod.ERMCurveError:  # alpha rises along the curve (several SE points) or a fold not traced
             bis = math.nan
         sr_eq, _ = thresholds.alpha_sr_statistical_dimension(ks)
         sr_bis = thresholds.alpha_sr_bisection(ks, mse_cut=settings["mse_cut"], rtol=settings["rtol"])

@@ -140,7 +140,7 @@ def alpha_interp_bisection(kappa_star, kappa, delta, *, lam=1e-7, train_cut=1e-9
     In the interpolating phase train_loss = lam^2 alpha xi / q^2 = O(lam^2) (q = O(1)); beyond alpha_interp it
     grows like (alpha - alpha_interp)^2 (the residual ~ 1 - J/alpha). Interpolating points count as such while
     q > lam sqrt(alpha xi / train_cut) (3e-3 at the defaults). Near alpha_interp with label noise the
-    xi-continuation folds (the test-error peak); erm.ERMCurve.at_alpha then solves at fixed alpha."""
+    xi-continuation folds (the test-error peak); erm.ERMCurve.at_alpha then solves on the traced fold (erm.Fold)."""
     curve = _erm.erm_curve(float(kappa_star), float(kappa), float(delta), float(lam))
 
     def not_interpolating(alpha):

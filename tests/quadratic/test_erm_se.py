@@ -121,6 +121,28 @@ def test_uncovered_combinations_refused():
     erm.check_covered({"kappa": 2.0, "lam": 0.0})
 
 
+def test_fold_traced_through_the_interpolation_threshold():
+    """kappa_star = 0.1, kappa = 2, delta = 0.5: the xi-table jumps from alpha = 0.333 to 0.173 in one cell (the
+    fold of the solution curve; at fixed alpha = 0.234 no xi solves the alpha equation for q < 0.5). Points inside
+    the fold solve both SE equations; alpha falls along the traced curve; lam = 1e-7 and the exact lam = 0 agree
+    on the interpolating branch (q = O(1)); the lam = 0 curve meets the q = 0 branch at the dedicated equation's
+    alpha_interp (thresholds.alpha_interp_equation: an independent root of alpha(xi, 0) = J(xi, 0))."""
+    small = erm.ERMCurve(0.1, 2.0, 0.5, 1e-7)
+    exact = erm.ERMCurve(0.1, 2.0, 0.5, 0.0)
+    for alpha in (0.2, 0.234, 0.3):
+        s = small.at_alpha(alpha)
+        assert abs(s.alpha - alpha) < 1e-9 * alpha
+        assert abs(s.q * (1 - s.divergence / s.alpha) - 1e-7) < 1e-9  # the q-equation
+    (fold,) = small.folds.values()
+    assert np.all(np.diff(fold.points[:, 2]) < 0) and fold.points[0, 2] > 0.3 > 0.2 > fold.points[-1, 2]
+    a, b = small.at_alpha(0.234), exact.at_alpha(0.234)
+    assert b.q > 0.1 and abs(a.test_error - b.test_error) < 1e-5 * b.test_error
+    (fold,) = exact.folds.values()
+    assert fold.q_zero_branch and abs(fold.points[0, 2] - thresholds.alpha_interp_equation(0.1, 2.0, 0.5)) < 1e-7
+    above = exact.at_alpha(0.2776)  # between alpha_interp = 0.27751 and the table: the q = 0 branch
+    assert above.q == 0.0 and abs(above.alpha - 0.2776) < 1e-9
+
+
 @pytest.mark.slow
 def test_non_monotone_continuation_refused():
     """The case behind check_covered: kappa < 1, lam -> 0+ has a spurious q = 0 branch at large xi."""
