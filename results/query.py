@@ -1,7 +1,7 @@
 """Reading results: `open_results` gives the labelled Dataset, `to_frame` the flat table of `query`.
 
-The flat table has one row per stored point (and per `seed` and `iteration` where the method has
-them), a column per coordinate and per scalar variable; a p x p variable X appears as X_i_j (1-based).
+The flat table has one row per stored point (and per `seed` and per `iteration` (GAMP), `epoch` or
+`step` (GD) where the method has them), a column per coordinate and per scalar variable; a p x p variable X appears as X_i_j (1-based).
 Convergence logs (dims such as `se_iteration`) stay in the Dataset only.
 
 `write_table` (what `seqphase query` runs) streams the table: it reads only the variables that appear
@@ -22,7 +22,9 @@ import numpy as np
 from seqphase.core.errors import StoreError
 from seqphase.results.store import DONE, LEDGER, STATUS_NAMES, Store, _quiet, _short
 
-ROW_DIMS = ("seed", "iteration", "stage")
+#: per-point dims that become rows: seeds, and the time axis of an algorithm (GAMP iterations, GD epochs of
+#: the AIM and BSR, GD steps of the quadratic network) or of a staged threshold
+ROW_DIMS = ("seed", "iteration", "epoch", "step", "stage")
 MATRIX_DIMS = ("row", "col")
 BLOCK_ROWS = 16_384  # rows of the table read and written at a time by write_table
 
