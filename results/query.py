@@ -1,7 +1,8 @@
 """Reading results: `open_results` gives the labelled Dataset, `to_frame` the flat table of `query`.
 
 The flat table has one row per stored point (and per `seed` and per `iteration` (GAMP), `epoch` or
-`step` (GD) where the method has them), a column per coordinate and per scalar variable; a p x p variable X appears as X_i_j (1-based).
+`step` (GD) where the method has them), a column per coordinate and per scalar variable; a p x p
+variable X appears as X_i_j (1-based).
 Convergence logs (dims such as `se_iteration`) stay in the Dataset only.
 
 `write_table` (what `seqphase query` runs) streams the table: it reads only the variables that appear

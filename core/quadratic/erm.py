@@ -154,6 +154,19 @@ class Integrals:
     h1_above: float
 
 
+#: entries kept by each per-xi cache of SpectralDenoising (oldest dropped first)
+CACHE_SIZE = 4096
+
+
+def _cached(cache, key, compute):
+    """cache[key], computed once; the cache keeps the newest CACHE_SIZE keys."""
+    if key not in cache:
+        cache[key] = compute()
+        if len(cache) > CACHE_SIZE:
+            cache.pop(next(iter(cache)))
+    return cache[key]
+
+
 class SpectralDenoising:
     """The effective problem Y = S* + sqrt(xi) Z (S* in S' units, kappa_star) and the spectral soft threshold."""
 
@@ -162,6 +175,7 @@ class SpectralDenoising:
         self.rie = SymmetricRIE(self.kappa_star, scale=1.0)
         self.q0 = 1.0 + 1.0 / self.kappa_star
         self._bulks = {}
+        self._quantiles = {}
 
     def bulks(self, xi):
         """Support of rho_xi as a tuple of (lo, hi) quadrature pieces, ascending (cached per xi).
@@ -171,11 +185,7 @@ class SpectralDenoising:
         Integrating across that dip with one graded rule loses ~1e-4 (measured at kappa_star = 0.5, xi = 0.3).
         `SymmetricRIE.edges` does not report the cut; `SymmetricRIE.pieces` does."""
         key = float(xi)
-        if key not in self._bulks:
-            self._bulks[key] = self.rie.pieces(key)
-            if len(self._bulks) > 4096:
-                self._bulks.pop(next(iter(self._bulks)))
-        return self._bulks[key]
+        return _cached(self._bulks, key, lambda: self.rie.pieces(key))
 
     def top_edge(self, xi):
         return self.bulks(xi)[-1][1]
@@ -212,7 +222,12 @@ class SpectralDenoising:
         return float(np.sum(w * rho))
 
     def quantile_from_top(self, xi, kappa):
-        """omega with integral_{x > omega} rho_xi = kappa (0 < kappa < 1): the rank cap kappa d of the student."""
+        """omega with integral_{x > omega} rho_xi = kappa (0 < kappa < 1): the rank cap kappa d of the student.
+        Cached per (xi, kappa): a brentq over ~40 mass integrals, asked again for every q at one xi (the fold's
+        tangent and the alpha of each traced point)."""
+        return _cached(self._quantiles, (float(xi), float(kappa)), lambda: self._quantile_from_top(xi, kappa))
+
+    def _quantile_from_top(self, xi, kappa):
         bulks = self.bulks(xi)
         lo, hi = bulks[0][0], bulks[-1][1]
         # within a gap between two bulks the mass above is constant: the quantile is the gap's upper edge
@@ -263,9 +278,18 @@ class ERMCurve:
     def omega(self, xi):
         return self.denoising.quantile_from_top(xi, self.kappa) if self.kappa < 1.0 else 0.0
 
+    def alpha_of(self, xi, e):
+        """The alpha equation: alpha = (E + delta/2) / (2 xi) (module docstring)."""
+        return (e + self.delta / 2.0) / (2.0 * xi)
+
+    def q_equation(self, xi, q, omega):
+        """J / alpha(xi, q) + lam / q - 1 (the lam term only for lam > 0): zero on the SE solution curve."""
+        e, j, _ = self.denoising.risk(xi, q, omega)
+        return 2.0 * xi * j / (e + self.delta / 2.0) - 1.0 + (self.lam / q if self.lam > 0 else 0.0)
+
     def _state(self, xi, q, omega, risk=None):
         e, j, rank = risk if risk is not None else self.denoising.risk(xi, q, omega)
-        alpha = (e + self.delta / 2.0) / (2.0 * xi)
+        alpha = self.alpha_of(xi, e)
         train = xi * (alpha - j) ** 2 / alpha
         return ERMState(alpha=alpha, xi=xi, q=q, omega=omega, test_error=e, test_error_bo=self.kappa_star * e,
                         train_loss=train, rank_fraction=rank, divergence=j)
@@ -277,10 +301,8 @@ class ERMCurve:
         omega = self.omega(xi)
         top = den.top_edge(xi)
 
-        def excess(q):  # J / alpha(xi, q) + lam / q - 1, decreasing in q
-            e, j, _ = den.risk(xi, q, omega)
-            value = 2.0 * xi * j / (e + self.delta / 2.0) - 1.0
-            return value + (self.lam / q if self.lam > 0 else 0.0)
+        def excess(q):  # decreasing in q
+            return self.q_equation(xi, q, omega)
 
         if self.lam >= top:  # S_hat = 0: J = 0 at q = lam, lam / q = 1
             return self._state(xi, self.lam, omega)
@@ -353,15 +375,14 @@ class ERMCurve:
 
     # -- the fold ---------------------------------------------------------------------------------------
     def q_residual(self, log_xi, log_q):
-        """The q-equation J / alpha(xi, q) + lam / q - 1 at (log xi, log q): its zero set is the SE solution curve."""
-        xi, q = math.exp(log_xi), math.exp(log_q)
-        e, j, _ = self.denoising.risk(xi, q, self.omega(xi))
-        return 2.0 * xi * j / (e + self.delta / 2.0) - 1.0 + self.lam / q
+        """`q_equation` at (log xi, log q): its zero set is the SE solution curve the folds trace."""
+        xi = math.exp(log_xi)
+        return self.q_equation(xi, math.exp(log_q), self.omega(xi))
 
     def alpha_at(self, log_xi, log_q):
         xi = math.exp(log_xi)
         e, _, _ = self.denoising.risk(xi, math.exp(log_q), self.omega(xi))
-        return (e + self.delta / 2.0) / (2.0 * xi)
+        return self.alpha_of(xi, e)
 
     @property
     def folds(self):
@@ -381,11 +402,11 @@ class Fold:
     The curve {q_residual(log xi, log q) = 0} is followed by pseudo-arclength continuation in the plane (log xi,
     log q), which needs no monotone coordinate: predictor along the tangent (perpendicular to the residual's
     gradient), corrector back onto the curve along the gradient direction (brentq), step halved where the
-    tangent turns fast and doubled where it is straight. Along the curve alpha must fall (one SE point per alpha, the convex problem); a rise is an
-    ERMCurveError. lam > 0: from table state i-1 (small q) to state i. lam = 0: the states below the fold have
-    q = 0 exactly (no interpolation), so the curve is followed backward from state i down to q = Q_FLOOR (the
-    point where interpolation starts, alpha_interp); alphas between there and state i-1 lie on the q = 0 branch,
-    solved by brentq in xi on alpha(xi, 0)."""
+    tangent turns fast and doubled where it is straight. Along the curve alpha must fall (one SE point per
+    alpha, the convex problem); a rise is an ERMCurveError. lam > 0: from table state i-1 (small q) to state i.
+    lam = 0: the states below the fold have q = 0 exactly (no interpolation), so the curve is followed backward
+    from state i down to q = Q_FLOOR (the point where interpolation starts, alpha_interp); alphas between there
+    and state i-1 lie on the q = 0 branch, solved by brentq in xi on alpha(xi, 0)."""
 
     def __init__(self, curve, i):
         self.curve = curve
@@ -511,7 +532,7 @@ class Fold:
         def excess_alpha(v):
             xi = math.exp(v)
             e, _, _ = curve.denoising.risk(xi, 0.0, curve.omega(xi))
-            return math.log((e + curve.delta / 2.0) / (2.0 * xi) / alpha)
+            return math.log(curve.alpha_of(xi, e) / alpha)
 
         if excess_alpha(pts[0, 0]) >= 0:  # within O(Q_FLOOR) of alpha_interp: the first traced point
             xi = math.exp(pts[0, 0])

@@ -108,9 +108,9 @@ def alpha_sr_bisection(kappa_star, *, mse_cut=1e-6, rtol=1e-9):
 
 def interpolation_criterion(curve, xi):
     """alpha(xi, q = 0) - J(xi, 0) on the lam -> 0+ q = 0 branch (> 0: not interpolating)."""
-    omega = curve.omega(xi)
-    e, j, _ = curve.denoising.risk(xi, 0.0, omega)
-    return (e + curve.delta / 2.0) / (2.0 * xi) - j, (e + curve.delta / 2.0) / (2.0 * xi)
+    e, j, _ = curve.denoising.risk(xi, 0.0, curve.omega(xi))
+    alpha = curve.alpha_of(xi, e)
+    return alpha - j, alpha
 
 
 def alpha_interp_equation(kappa_star, kappa, delta, *, xi_lo=1e-8, xi_hi=1e6, points=141):
