@@ -153,3 +153,11 @@ def test_shipped_sweeps_run_and_plot(tmp_path):
         assert code == 0, err
         code, _, err = cli("plot", name, "-o", tmp_path / f"{name}.png", "--store", store)
         assert code == 0 and (tmp_path / f"{name}.png").stat().st_size > 10000, err
+    # query: GD's logged steps are rows, like GAMP's iterations (alpha x seed x step)
+    code, out, err = cli("query", "quadratic-gd", "--store", store)
+    assert code == 0, err
+    header, *lines = out.strip().splitlines()
+    columns = header.split(",")
+    assert {"seed", "step", "mse_gd", "mse_agd", "train_loss"} <= set(columns), columns
+    steps = {line.split(",")[columns.index("step")] for line in lines}
+    assert len(steps) > 1 and len(lines) == 2 * 2 * len(steps)
