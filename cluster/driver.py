@@ -36,7 +36,9 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import json
 import os
+import re
 import socket
 import sys
 import time
@@ -111,7 +113,11 @@ def stored_hashes(group):
 
 
 def run_sweep(plan, group, client, *, mode="resume", retries=DEFAULT_RETRIES, progress=True, stream=None,
-              flush_s=FLUSH_S):
+              flush_s=FLUSH_S, submit_ahead=0, task_log=None):
+    """Compute the plan's points that are not done and store them. `submit_ahead`: tasks to keep
+    submitted at least (an adaptive cluster sizes itself from the tasks its scheduler knows of);
+    otherwise twice the cluster's threads. `task_log`: a file to which each stored point appends one
+    JSON line {"point": hash, "stages": [[runtime_s of each work], ...]} (benchmarks/parallelism.py)."""
     stream = stream or sys.stderr
     started = time.perf_counter()
     if mode == "retry-failed":
@@ -129,7 +135,7 @@ def run_sweep(plan, group, client, *, mode="resume", retries=DEFAULT_RETRIES, pr
     writer = group.writer()
     writer.mark_pending([(index, point.hash) for point, index in todo])
     meter = Progress(len(todo), stream, enabled=progress)
-    tasks = _Tasks(plan, client, todo, retries, writer, parts)
+    tasks = _Tasks(plan, client, todo, retries, writer, parts, submit_ahead, task_log)
     try:
         for future in tasks.completed():
             tasks.collect(future)
@@ -178,8 +184,7 @@ class _Point:
         self.waiting = set()          # keys of the current stage not finished yet
         self.results = {}             # key -> result, current stage
         self.metas = []
-        self.chain_s = 0.0            # longest chain of works so far (stages run one after another)
-        self.stage_s = 0.0            # longest work of the current stage
+        self.stages = []              # runtime_s of each finished work, per stage (the task log)
         self.over = False             # stored, or recorded failed
 
 
@@ -213,10 +218,11 @@ class _Tasks:
     batched by measured runtime, a bounded window in flight, lone resubmission of works that raised or of
     batches whose workers died, assembly of finished points and their hand-over to the writer."""
 
-    def __init__(self, plan, client, todo, retries, writer, parts):
+    def __init__(self, plan, client, todo, retries, writer, parts, submit_ahead=0, task_log=None):
         from distributed import as_completed
 
         self.plan, self.client, self.retries, self.writer, self.parts = plan, client, retries, writer, parts
+        self.submit_ahead, self.task_log = submit_ahead, task_log
         self.model = plan.model
         self.split = self.model.method(plan.sweep.method).tasks is not None
         self.unstarted = iter(todo)
@@ -260,8 +266,7 @@ class _Tasks:
             except Exception as exc:  # noqa: BLE001 -- the generator's own error fails the point only
                 self.fail(state, f"{type(exc).__name__}: {exc}")
                 return
-            state.chain_s += state.stage_s
-            state.stage_s = 0.0
+            state.stages.append([])
             state.results, state.waiting = {}, set()
             for work in works:
                 if work.key in state.kept:
@@ -275,7 +280,6 @@ class _Tasks:
             results = state.results
 
     def store(self, state, outputs):
-        state.chain_s += state.stage_s
         meta = combined_meta(state.metas)
         if state.split:
             try:
@@ -285,7 +289,11 @@ class _Tasks:
                 return
             self.stored.append(state.point.hash)
         self.writer.done(state.index, state.point.hash, outputs, meta)
-        self.width.add_point(state.chain_s)
+        # the point's longest chain: its stages one after another, each as long as its longest work
+        self.width.add_point(sum(max(stage, default=0.0) for stage in state.stages))
+        if self.task_log:
+            with open(self.task_log, "a") as handle:
+                handle.write(json.dumps({"point": state.point.hash, "stages": state.stages}) + "\n")
         state.over = True
         self.done += 1
 
@@ -325,7 +333,7 @@ class _Tasks:
         self.runtime_n += 1
         self.width.add_work(runtime)
         state.metas.append(res["meta"])
-        state.stage_s = max(state.stage_s, runtime)
+        state.stages[-1].append(runtime)
         if state.split:
             # kept until the point is stored, also when the point already failed on another work
             self.parts.save(state.point.hash, work.key, res["result"])
@@ -391,7 +399,7 @@ class _Tasks:
                 return entry
 
     def fill(self):
-        window = 2 * self.threads() + 2
+        window = max(2 * self.threads() + 2, self.submit_ahead)
         while len(self.inflight) < window:
             entry = self.next_work()
             if entry is None:
@@ -408,13 +416,17 @@ class _Tasks:
             self._submit(items, retries)
 
     def _submit(self, items, retries):
+        # Keys start with words shared by like tasks ("seqphase-gamp-seed-<hash>-seed-3"): the scheduler
+        # learns task durations per key prefix, and an adaptive cluster sizes itself from them.
+        prefix = f"seqphase-{self.plan.sweep.method}"
         if len(items) == 1:
             state, work = items[0]
-            key = state.point.hash if not state.split else f"{state.point.hash}-{work.key}"
+            kind = re.sub(r"[^a-z]", "", work.key.split("-")[0].lower()) or "work"
+            key = f"{prefix}-{kind}-{state.point.hash}-{work.key}"
             future = self.client.submit(execute_work, work.fn, work.kwargs, key=key, retries=retries, pure=False)
         else:
             names = "".join(state.point.hash + work.key for state, work in items)
-            key = "seqphase-batch-" + hashlib.sha256(names.encode()).hexdigest()[:32]
+            key = f"{prefix}-batch-" + hashlib.sha256(names.encode()).hexdigest()[:32]
             # No Dask retries for a batch: its works catch their own errors (retried alone by the driver).
             future = self.client.submit(execute_batch, [(work.fn, work.kwargs) for _, work in items], key=key,
                                         retries=0, pure=False)

@@ -49,8 +49,8 @@ class ToySeeded(SeededMethod):
                        "value": Variable((), "f8", "alpha/(1+alpha), shared by the seeds")})
 
     def run_seed(self, params, settings, stream):
-        time.sleep(params["sleep"])
         seed = stream.spawn_key[-1]
+        time.sleep(params["sleep"] + (settings["tail"] if seed == 0 else 0.0))
         if seed == 1 and params["fail"] == "always":
             raise RuntimeError(f"injected failure of seed 1 at alpha={params['alpha']}")
         if seed == 1 and params["fail"] == "once":
@@ -78,6 +78,8 @@ class ToyModel(Model):
             },
             methods={"se": ToySE({"scale": Param("scale", "float", "output scale", 1.0, low=0.0)}, version=1,
                                  doc="closed form"),
-                     "seeded": ToySeeded({"n_seeds": Param("n_seeds", "int", "seeds", 4, low=1, low_inclusive=True)},
+                     "seeded": ToySeeded({"n_seeds": Param("n_seeds", "int", "seeds", 4, low=1, low_inclusive=True),
+                                          "tail": Param("tail", "float", "extra seconds seed 0 sleeps", 0.0, low=0.0,
+                                                        low_inclusive=True)},
                                          version=1, doc="seeds as tasks")},
         )
