@@ -97,11 +97,13 @@ def failed_points(plan, group):
     status, _ = group.ledger()
     cells = [tuple(int(i) for i in idx) for idx in zip(*(status == FAILED).nonzero())]
     method = plan.sweep.method
+    settings = plan.model.method(method).settings
     points = []
     for idx in cells:
         stored = group.cell_params(idx)
         # Coordinates come back as float or str; re-normalise (an int parameter hashes as an int).
-        values = [plan.model.check_value(method, d, stored[d]) if d in plan.model.params else stored[d]
+        values = [plan.model.check_value(method, d, stored[d]) if d in plan.model.params else
+                  settings[d].normalise(stored[d], f"method.{d}") if d in plan.sweep.setting_axes else stored[d]
                   for d in group.dims]
         points.append(make_point(plan.model, plan.identity, group.dims, values))
     return points
@@ -168,8 +170,9 @@ def run_sweep(plan, group, client, *, mode="resume", retries=DEFAULT_RETRIES, pr
 
 def whole_point(plan, point):
     """The task generator of a method without `tasks`: one work, the whole point."""
-    kwargs = {"model_name": plan.sweep.model, "method": plan.sweep.method, "params": point.params,
-              "settings": plan.sweep.settings, "seed_entropy": plan.sweep.seed, "seed_key": point.seed_key}
+    params, settings = plan.point_inputs(point)
+    kwargs = {"model_name": plan.sweep.model, "method": plan.sweep.method, "params": params,
+              "settings": settings, "seed_entropy": plan.sweep.seed, "seed_key": point.seed_key}
     results = yield [Work("point", run_point, kwargs)]
     return results["point"]
 
@@ -245,7 +248,8 @@ class _Tasks:
             self.n_unstarted -= 1
             self.points_started += 1
             if self.split:
-                generator = self.model.tasks(self.plan.sweep.method, point.params, self.plan.sweep.settings,
+                params, settings = self.plan.point_inputs(point)
+                generator = self.model.tasks(self.plan.sweep.method, params, settings,
                                              point_stream(self.plan.sweep.seed, point.seed_key))
                 state = _Point(point, index, generator, True, self.parts.load(point.hash))
             else:
@@ -283,7 +287,8 @@ class _Tasks:
         meta = combined_meta(state.metas)
         if state.split:
             try:
-                outputs = check_outputs(self.model, self.plan.sweep.method, self.plan.sweep.settings, outputs)
+                outputs = check_outputs(self.model, self.plan.sweep.method, self.plan.point_inputs(state.point)[1],
+                                        outputs)
             except Exception as exc:  # noqa: BLE001
                 self.fail(state, f"{type(exc).__name__}: {exc}")
                 return

@@ -1,7 +1,7 @@
 """The planner: a validated `Sweep` becomes a list of `Point`s, each with a stable identity.
 
-Grid dims are every model parameter (fixed ones have one value) followed by the method's own axes
-(e.g. `transition`). A point's hash is the SHA-256 of the canonical JSON of everything that determines
+Grid dims are every model parameter (fixed ones have one value), then the method settings given several
+values (e.g. `d`: a finite-size axis), then the method's own axes (e.g. `transition`). A point's hash is the SHA-256 of the canonical JSON of everything that determines
 its result: model, method, settings, spec seed, the point's parameters and the algorithm version. It is
 the point's Dask key and its entry in the store's ledger, so a rerun skips exactly the points whose
 hash is already marked done; changing any of these creates a different point.
@@ -47,14 +47,29 @@ class Plan:
     def identity_hash(self):
         return sha256(canonical_json(self.identity))
 
+    def point_inputs(self, point):
+        """(params, settings) a point's method runs with: its settings take the point's values of the
+        setting axes; its params are the rest of its coordinates."""
+        axes = self.sweep.setting_axes
+        if not axes:
+            return point.params, self.sweep.settings
+        coords = point.params
+        return ({k: v for k, v in coords.items() if k not in axes},
+                {**self.sweep.settings, **{k: coords[k] for k in axes}})
+
 
 def sha256(text):
     return hashlib.sha256(text.encode()).hexdigest()
 
 
 def sweep_identity(sweep):
-    """What must agree for two runs to share one store group (the grid itself may grow)."""
-    return {"model": sweep.model, "method": sweep.method, "settings": sweep.settings, "seed": sweep.seed}
+    """What must agree for two runs to share one store group (the grid itself may grow: a setting axis's
+    values are grid values, so only its name is part of the identity)."""
+    if not sweep.setting_axes:  # (the identity, and so every point hash, of sweeps without setting axes)
+        return {"model": sweep.model, "method": sweep.method, "settings": sweep.settings, "seed": sweep.seed}
+    settings = {k: v for k, v in sweep.settings.items() if k not in sweep.setting_axes}
+    return {"model": sweep.model, "method": sweep.method, "settings": settings, "seed": sweep.seed,
+            "setting_axes": sorted(sweep.setting_axes)}
 
 
 def point_hash(identity, params, algorithm_version):
@@ -77,6 +92,7 @@ def make_point(model, identity, dims, values):
 def plan_sweep(sweep):
     model = get_model(sweep.model)
     coords = {name: list(sweep.params[name]) for name in model.param_names(sweep.method)}
+    coords.update({name: list(values) for name, values in sweep.setting_axes.items()})
     coords.update(model.method_axes(sweep.method, sweep.settings))
     dims = list(coords)
     identity = sweep_identity(sweep)
@@ -89,8 +105,9 @@ def plan_sweep(sweep):
 
 def payload(plan, point):
     """What a worker needs to compute a point: plain data, no objects from the driver."""
-    return {"model": plan.sweep.model, "method": plan.sweep.method, "params": point.params,
-            "settings": plan.sweep.settings, "seed_entropy": plan.sweep.seed, "seed_key": point.seed_key,
+    params, settings = plan.point_inputs(point)
+    return {"model": plan.sweep.model, "method": plan.sweep.method, "params": params,
+            "settings": settings, "seed_entropy": plan.sweep.seed, "seed_key": point.seed_key,
             "hash": point.hash}
 
 

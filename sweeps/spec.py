@@ -15,6 +15,11 @@ A spec names a model from the registry, gives each model parameter one value (fi
     name = "se"
     max_iter = 2000
 
+A numeric method setting given several values (`d = [250, 500, 1000]`, a range, or `--set d=250,500`)
+is a grid axis like a parameter: a dim of the stored dataset, each value its own points and seeds. A
+setting whose values would change what a point stores (`n_seeds`, `max_iter`: the length of a dim), or
+that is not a number, takes one value; a list is refused naming it.
+
 Every problem is reported as a `SpecError` naming the key (e.g. `params.alpha`) and the fix.
 """
 
@@ -57,6 +62,7 @@ class Sweep:
     source: str = ""
     text: str = ""
     overrides: tuple = ()
+    setting_axes: dict = field(default_factory=dict)  # setting -> its values (settings holds the first)
 
     @property
     def axes(self):
@@ -67,7 +73,7 @@ class Sweep:
         """The sweep after defaults and overrides, as plain JSON-able data (stored as provenance)."""
         return {"name": self.name, "title": self.title, "model": self.model, "method": self.method,
                 "seed": self.seed, "params": self.params, "settings": self.settings,
-                "overrides": list(self.overrides), "source": self.source}
+                "setting_axes": self.setting_axes, "overrides": list(self.overrides), "source": self.source}
 
 
 def shipped_specs():
@@ -126,7 +132,9 @@ def parse_sweep(raw, source="<spec>", text="", overrides=(), rename=None):
         raw_settings = {k: v for k, v in method_table.items() if k != "name"}
         raw_params = dict(raw["params"])
         raw_settings, raw_params = _apply_overrides(model, method, raw_settings, raw_params, overrides)
-        settings = model.check_settings(method, raw_settings)
+        setting_axes = _setting_axes(model, method, raw_settings)
+        settings = model.check_settings(method, {**raw_settings, **{k: v[0] for k, v in setting_axes.items()}})
+        _check_layout_fixed(model, method, settings, setting_axes)
         params = {}
         for pname, value in raw_params.items():
             values = expand_values(value, f"params.{pname}")
@@ -143,14 +151,60 @@ def parse_sweep(raw, source="<spec>", text="", overrides=(), rename=None):
         # Relations between parameters are checked on every point before anything runs.
         for point in _each_combination(params):
             model.check_point(method, point)
-            model.method(method).check(point, settings)
+            for values in _each_combination(setting_axes):
+                model.method(method).check(point, {**settings, **values})
     except ParameterError as exc:
         raise SpecError(exc.field, exc.message, exc.fix) from None
 
     return Sweep(name=name, title=str(raw.get("title", name)), description=str(raw.get("description", "")),
                  reference=str(raw.get("reference", "")), model=raw["model"], method=method, seed=seed,
                  params=params, settings=settings, plot=plot, source=source, text=text,
-                 overrides=tuple(overrides))
+                 overrides=tuple(overrides), setting_axes=setting_axes)
+
+
+AXIS_KINDS = ("int", "float")
+
+
+def _setting_axes(model, method, raw_settings):
+    """{setting: [values]} of the settings given several values (a list, a range or "start:stop:num"),
+    each value checked; a setting that cannot be an axis is refused naming it."""
+    spec, axes = model.method(method).settings, {}
+    for key, value in raw_settings.items():
+        if key not in spec or spec[key].kind == "choices":
+            continue  # unknown settings are reported by check_settings; "choices" settings take lists
+        several = isinstance(value, (list, dict)) or (isinstance(value, str) and value.count(":") == 2)
+        if not several:
+            continue
+        values = expand_values(value, f"method.{key}")
+        if spec[key].kind not in AXIS_KINDS:
+            raise SpecError(f"method.{key}", f"several values make a grid axis only of a numeric setting, and "
+                            f"{key} is a {spec[key].kind}", "give one value; run one sweep per value (--name)")
+        values = [spec[key].normalise(v, f"method.{key}") for v in values]
+        if len(set(map(repr, values))) != len(values):
+            raise SpecError(f"method.{key}", "repeated values", "list each value once")
+        if len(values) > 1:
+            axes[key] = values
+        else:
+            raw_settings[key] = values[0]
+    clash = [k for k in axes if k in model.params]
+    if clash:
+        raise SpecError(f"method.{clash[0]}", "a setting axis may not share its name with a model parameter")
+    return axes
+
+
+def _check_layout_fixed(model, method, settings, setting_axes):
+    """A setting axis must leave what a point stores unchanged (its variables and their dims' lengths)."""
+    def shape_of(layout):
+        return ({d: len(v) for d, v in layout.extra_dims.items()},
+                {n: (v.dims, v.dtype) for n, v in layout.variables.items()})
+
+    reference = shape_of(model.layout(method, settings))
+    for key, values in setting_axes.items():
+        for value in values[1:]:
+            if shape_of(model.layout(method, {**settings, key: value})) != reference:
+                raise SpecError(f"method.{key}", f"its values change what a point stores ({key} = {values[0]!r} "
+                                f"and {value!r} give different dims)",
+                                "give one value; run one sweep per value (--name)")
 
 
 def expand_values(value, where):
@@ -221,9 +275,13 @@ def _apply_overrides(model, method, settings, params, overrides):
             else:
                 params[key] = [_parse_cli_value(v) for v in text.split(",")]
         elif key in setting_names:
+            if text.count(":") == 2:
+                settings[key] = text  # a range: a grid axis (checked by _setting_axes)
+                continue
             values = [_parse_cli_value(v) for v in text.split(",")]
             kind = model.method(method).settings[key].kind
-            settings[key] = values if kind == "choices" else values[0]
+            # several values: a list for a "choices" setting, a grid axis for a numeric one, refused otherwise
+            settings[key] = values if kind == "choices" or len(values) > 1 else values[0]
         else:
             raise SpecError(f"--set {key}", f"{key!r} is neither a parameter of model {model.name!r} nor a "
                             f"setting of method {method!r}",
@@ -255,4 +313,5 @@ def sweep_from_resolved(resolved, text=""):
     return Sweep(name=resolved["name"], title=resolved.get("title", resolved["name"]), description="",
                  reference="", model=resolved["model"], method=resolved["method"], seed=resolved["seed"],
                  params={k: list(v) for k, v in resolved["params"].items()}, settings=resolved["settings"],
-                 source=resolved.get("source", ""), text=text, overrides=tuple(resolved.get("overrides", ())))
+                 source=resolved.get("source", ""), text=text, overrides=tuple(resolved.get("overrides", ())),
+                 setting_axes={k: list(v) for k, v in resolved.get("setting_axes", {}).items()})

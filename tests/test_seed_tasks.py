@@ -33,8 +33,9 @@ def run(tmp_path, client, store="s.zarr", mode="resume", retries=2, **spec):
 def serial(plan, point):
     """The point computed in this process by `Method.run` (the seeds one after the other)."""
     model = get_model(plan.sweep.model)
-    out = model.run("seeded", point.params, plan.sweep.settings, point_stream(plan.sweep.seed, point.seed_key))
-    return check_outputs(model, "seeded", plan.sweep.settings, out)
+    params, settings = plan.point_inputs(point)
+    out = model.run("seeded", params, settings, point_stream(plan.sweep.seed, point.seed_key))
+    return check_outputs(model, "seeded", settings, out)
 
 
 def stored(group, point, name):

@@ -54,7 +54,7 @@ class ToySeeded(SeededMethod):
         if seed == 1 and params["fail"] == "always":
             raise RuntimeError(f"injected failure of seed 1 at alpha={params['alpha']}")
         if seed == 1 and params["fail"] == "once":
-            marker = Path(os.environ["TOYMODEL_MARKERS"]) / f"seed-{params['alpha']!r}"
+            marker = Path(os.environ["TOYMODEL_MARKERS"]) / f"seed-{params['alpha']!r}-{settings['tail']!r}"
             if not marker.exists():
                 marker.write_text("failed once")
                 raise RuntimeError(f"injected one-off failure of seed 1 at alpha={params['alpha']}")
