@@ -8,7 +8,8 @@ a random token. The holder rewrites the heartbeat every HEARTBEAT_S seconds (ato
 file and rename).
 
 A lock is stale, and is taken over with a one-line notice, when
-- its holder ran on this host and that process is gone (or the pid now belongs to another process), or
+- its holder ran on this host (same host name and boot id) and that process is gone (or the pid now
+  belongs to another process), or
 - its heartbeat is older than STALE_S seconds (a holder on another host that died, or a hung one);
   a holder on another host can only be judged this way, so clocks are trusted to within STALE_S.
 A live lock is refused naming its host and pid. A takeover renames the stale file aside first
@@ -45,6 +46,14 @@ def process_start(pid):
     try:
         return int(text.rsplit(")", 1)[1].split()[19])
     except (IndexError, ValueError):
+        return None
+
+
+def boot_id():
+    """This kernel's boot id (Linux), so that two machines that share a host name are not taken for one."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
         return None
 
 
@@ -103,7 +112,8 @@ def judge(path, info, now=None):
     host, pid = info.get("host"), info.get("pid")
     if info.get("legacy"):
         return "left by an older seqphase, whose flock is free" if _legacy_flock_free(path) else ""
-    if host == socket.gethostname() and isinstance(pid, int):
+    same_machine = info.get("boot_id") in (None, boot_id())
+    if host == socket.gethostname() and same_machine and isinstance(pid, int):
         if not pid_alive(pid):
             return f"process {pid} on {host} is gone"
         start = info.get("proc_start")
@@ -160,7 +170,8 @@ class StoreLock:
     def acquire(self):
         from seqphase.results.store import now_iso
 
-        self.info = {"host": socket.gethostname(), "pid": os.getpid(), "proc_start": process_start(os.getpid()),
+        self.info = {"host": socket.gethostname(), "boot_id": boot_id(), "pid": os.getpid(),
+                     "proc_start": process_start(os.getpid()),
                      "started_at": now_iso(), "heartbeat": time.time(), "token": self.token}
         for _ in range(5):
             try:

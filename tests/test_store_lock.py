@@ -74,6 +74,11 @@ def test_live_lock_of_another_process_is_refused_naming_host_and_pid(store, tmp_
     with pytest.raises(StoreError) as info:
         StoreLock(store.path).acquire()
     assert "pid 4242 on node042" in info.value.one_line() and "120 s" in info.value.one_line()
+    # Another machine with the same host name (another boot id): its pid means nothing here; live.
+    plant(store, host=socket.gethostname(), boot_id="another-machine", pid=dead_pid(), heartbeat=time.time(),
+          token="z")
+    with pytest.raises(StoreError, match="another seqphase driver"):
+        store.check_unlocked()
 
 
 @pytest.mark.parametrize("holder", ["dead pid on this host", "no heartbeat (other host)", "older seqphase",
