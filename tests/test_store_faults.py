@@ -324,3 +324,44 @@ def test_closed_pipe_ends_quietly(reference, args):
     proc.stdout.close()  # the reader is gone before the first line (as `| head -0`)
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 0 and err == "", err
+
+
+def test_chunks_and_directories_reach_the_disk_before_done(reference, tmp_path, monkeypatch):
+    """The rule of durable "done": every chunk of a batch is fsync'ed before it is renamed into place,
+    its directory is fsync'ed after, and both happen before the `status` chunk that marks the batch
+    done is renamed into place; the manifest is saved in between."""
+    spec, ref = reference
+    monkeypatch.setattr(store_module, "CHUNK_POINTS", 4)
+    plan = plan_sweep(load_sweep(str(spec)))
+    group = Store(tmp_path / "s.zarr").prepare(plan)
+    group.writer().mark_pending([(group.index_of(p), p.hash) for p in plan.points])
+    source = {name: v.reshape((12,) + v.shape[4:]) for name, v in values(ref).items()}
+    events = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd):
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        return real_fsync(fd)
+
+    def replace(src, dst):
+        events.append(("replace", str(dst)))
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    writer = group.writer()
+    for i in range(4, 8):
+        data = {name: source[name][i] for name in ("overlap", "gen_error", "noise")}
+        writer.done(group.index_of(plan.points[i]), plan.points[i].hash, data, {"runtime_s": 1.0})
+    writer.flush()
+    status_at = next(k for k, (what, path) in enumerate(events) if what == "replace" and "/status/c/" in path)
+    before = events[:status_at]
+    chunks = [path for what, path in before if what == "replace" and "/c/" in path]
+    assert {p.split("/toy/")[1].split("/")[0] for p in chunks} >= {"overlap", "gen_error", "noise", "runtime_s"}
+    for path in chunks:
+        at = before.index(("replace", path))
+        assert any(w == "fsync" and p.startswith(path + ".") for w, p in before[:at]), path  # the file
+        assert ("fsync", os.path.dirname(path)) in before[at:], path  # its directory entry
+    manifest = str(tmp_path / "s.zarr" / ".seqphase" / "manifests" / "toy.json")
+    assert ("replace", manifest) in before  # listed before done
+    assert ("replace", manifest) in events[status_at:]  # and the status chunk listed after
