@@ -183,9 +183,9 @@ def main():
                                                  consolidated=False))
     same = all(ds[v].values.tobytes() == rows["own1"][v].values.tobytes() for v in ds.attrs.get("variables", []))
     files, size = size_of(path)
-    chunks = sorted((path / "chunks").glob("*")) if (path / "chunks").is_dir() else []
+    chunks = sorted((path / "chunks").glob("*"), key=lambda p: p.stat().st_mtime) if (path / "chunks").is_dir() else []
     if chunks:
-        chunks[0].unlink()
+        chunks[-1].unlink()  # the newest: the last commit refers to it (older ones may be unreferenced copies)
         try:
             xr.open_zarr(repo.readonly_session("main").store, group=SWEEP, consolidated=False).load()
             found = "read as fill, no error"

@@ -19,12 +19,14 @@ import contextlib
 import datetime as _dt
 import time
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from seqphase.results.schema import DONE, ERROR_WIDTH, FAILED, LEDGER, PENDING, _quiet
 
 META_KEYS = ("runtime_s", "host", "worker", "slurm_job_id")
+WRITE_THREADS = 8  # arrays written at once by a flush
 
 
 def _increment(block, local, _value):
@@ -80,12 +82,9 @@ class BatchWriter:
                     updates[key].append((index, meta[key]))
             updates["point_hash"].append((index, point_hash))
         with self._failing(), _quiet():
-            for name in self.group.variables:
-                if name in updates:
-                    self._apply(name, updates[name])
-            for name in LEDGER:
-                if name != "status" and name in updates:
-                    self._apply(name, updates[name], update=_increment if name == "attempts" else None)
+            names = [n for n in self.group.variables if n in updates] + \
+                [n for n in LEDGER if n != "status" and n in updates]
+            self._apply_all([(n, updates[n], _increment if n == "attempts" else None) for n in names])
             self.group.save_manifest()  # every chunk holding the batch is listed before it is marked done
             self._apply("status", [(index, DONE if data is not None else FAILED)
                                    for index, _, data, _, _ in entries])
@@ -111,6 +110,17 @@ class BatchWriter:
             self._cache.clear()
             self._touched = set()
             raise
+
+    def _apply_all(self, jobs):
+        """`_apply` for several arrays at once, in threads: each chunk write waits for its fsyncs, and
+        the file system serves concurrent fsyncs together (one journal commit for many files)."""
+        if len(jobs) < 2:
+            for job in jobs:
+                self._apply(*job)
+            return
+        with ThreadPoolExecutor(max_workers=min(WRITE_THREADS, len(jobs))) as pool:
+            for future in [pool.submit(self._apply, *job) for job in jobs]:
+                future.result()
 
     def _apply(self, name, items, update=None):
         """Set cells of one array, one read (unless cached) and one write per chunk touched."""
