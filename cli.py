@@ -28,6 +28,7 @@ from seqphase.core.errors import SeqphaseError
 
 EXIT_BAD_INPUT = 2
 EXIT_FAILED_POINTS = 1
+STDOUT_COMMANDS = ("list", "query", "status", "verify", "submit")  # a closed stdout ends these quietly
 
 
 def build_parser():
@@ -111,6 +112,8 @@ def main(argv=None):
     try:
         return COMMANDS[args.command](args)
     except BrokenPipeError:
+        if args.command not in STDOUT_COMMANDS:
+            raise
         return _closed_pipe()
     except SeqphaseError as exc:
         print(f"seqphase: error: {exc.one_line()}", file=sys.stderr)

@@ -15,8 +15,10 @@ Layout of a sweep group (readable with plain `xarray.open_zarr(store, group=name
 Only the driver writes (workers return results): concurrent writers that share chunks silently lose
 rows (spec storage-and-execution.md section 3), and a single writer cannot. The driver writes finished
 points in batches, chunk by chunk (`results/writer.py`): data first, ledger next, the done flags last,
-each chunk file replaced atomically (zarr's LocalStore writes a temporary file and renames it), so a
-crash at any moment leaves the points of the unfinished batch pending, recomputed by the next run.
+each chunk file replaced atomically and durably (`results/durable.py`: temporary file, fsync, rename,
+fsync of the directory), so a crash at any moment, of the driver or of the node, leaves the points of
+the unfinished batch pending, recomputed by the next run. A manifest per group (`results/manifest.py`)
+lists every chunk written, so a chunk that is gone is damage, not fill.
 Consolidated metadata (root and groups) is written at the end of every run and removed before a run
 changes anything, so it is never stale. The grid grows (new parameter values are new points) by resizing along a dim, data
 arrays first and the coordinate last; an interrupted extension is rolled back on the next open.
