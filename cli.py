@@ -28,6 +28,7 @@ from seqphase.core.errors import SeqphaseError
 
 EXIT_BAD_INPUT = 2
 EXIT_FAILED_POINTS = 1
+STDOUT_COMMANDS = ("list", "query", "status", "verify", "submit")  # a closed stdout ends these quietly
 
 
 def build_parser():
@@ -110,12 +111,43 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)
+    except BrokenPipeError:
+        if args.command not in STDOUT_COMMANDS:
+            raise
+        return _closed_pipe()
     except SeqphaseError as exc:
         print(f"seqphase: error: {exc.one_line()}", file=sys.stderr)
+        return EXIT_FAILED_POINTS if getattr(exc, "during_run", False) else EXIT_BAD_INPUT
+    except OSError as exc:  # a full, read-only or forbidden store, too many open files: one line
+        from seqphase.results.faults import resource_error
+
+        error = resource_error(exc, getattr(args, "store", None) or _default_store())
+        if error is None:
+            raise
+        print(f"seqphase: error: {error.one_line()}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("seqphase: interrupted; points already stored are kept, rerun to resume", file=sys.stderr)
         return 130
+
+
+def _closed_pipe():
+    """The reader of our output went away (`seqphase query ... | head`): end quietly, exit 0. Python
+    would report the broken pipe again when it flushes stdout at exit, so stdout goes to /dev/null."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def _default_store():
+    from seqphase.results.schema import DEFAULT_STORE
+
+    return DEFAULT_STORE
 
 
 def cmd_run(args):
@@ -148,16 +180,26 @@ def _execute(sweep, args, mode):
     plan = plan_sweep(sweep)
     store = Store(args.store)
     store.preflight(plan)  # refuse a foreign, corrupted or locked store before starting anything
-    # Connect before touching the store: an unreachable cluster must leave it as it was.
-    with connect(args.cluster, args.workers, slurm_profile=slurm_profile) as client:
-        store.check(create=True)
-        with store.lock():
-            group = store.prepare(plan)
-            print(f"seqphase: {mode} {sweep.name}: {len(plan.points)} points "
-                  f"({sweep.model}/{sweep.method}) -> {store.path}/{sweep.name}", file=sys.stderr)
-            ahead = slurm_profile.submit_ahead() if slurm_profile is not None and slurm_profile.adaptive else 0
-            summary = run_sweep(plan, group, client, mode=mode, retries=args.retries,
-                                progress=not args.no_progress, submit_ahead=ahead)
+    started = False
+    try:
+        # Connect before touching the store: an unreachable cluster must leave it as it was.
+        with connect(args.cluster, args.workers, slurm_profile=slurm_profile) as client:
+            store.check(create=True)
+            with store.lock():
+                group = store.prepare(plan)
+                print(f"seqphase: {mode} {sweep.name}: {len(plan.points)} points "
+                      f"({sweep.model}/{sweep.method}) -> {store.path}/{sweep.name}", file=sys.stderr)
+                started = True
+                ahead = slurm_profile.submit_ahead() if slurm_profile is not None and slurm_profile.adaptive else 0
+                summary = run_sweep(plan, group, client, mode=mode, retries=args.retries,
+                                    progress=not args.no_progress, submit_ahead=ahead)
+    except OSError as exc:  # the store's file system: full, quota, read-only, permissions, open files
+        from seqphase.results.faults import resource_error
+
+        error = resource_error(exc, store.path, during_run=started)
+        if error is None:
+            raise
+        raise error from None
     print(f"seqphase: {summary.line()}", file=sys.stderr)
     return EXIT_FAILED_POINTS if summary.failed else 0
 
@@ -257,20 +299,22 @@ def cmd_status(args):
     from seqphase.results.query import sweep_name
     from seqphase.results.store import STATUS_NAMES, Store
 
+    from seqphase.results.verify import damage_summary, damaged_points, find_damage
+
     group = Store(args.store).open_sweep(sweep_name(args.sweep))
     status, _ = group.ledger()
-    counts = Counter(int(s) for s in status.ravel())
-    requested = status.size - counts.get(0, 0)
+    damages = find_damage(group)  # checksums and the manifest (fast); `seqphase verify` decodes everything
+    damaged = damaged_points(group, damages)
+    counts = Counter(int(s) for s in status[~damaged].ravel())
+    requested = int((status != 0).sum() + (damaged & (status == 0)).sum())
     print(f"sweep {group.name} ({group.attrs['model']}/{group.attrs['method']}) in {group.store.path}")
     print(f"  grid: " + " x ".join(f"{d}[{len(group.coords[d])}]" for d in group.dims))
     print("  points: " + ", ".join(f"{counts.get(code, 0)} {STATUS_NAMES[code]}" for code in (2, 3, 1))
-          + f" (of {requested} requested)")
-    from seqphase.results.verify import damaged_mask, find_damage
-
-    damages = find_damage(group)  # checksums only (fast); `seqphase verify` decodes everything
+          + (f", {int(damaged.sum())} damaged" if damaged.any() else "") + f" (of {requested} requested)")
     if damages:
-        print(f"  damaged: {len(damages)} chunks fail their checksum, {int(damaged_mask(group.grid_shape, damages).sum())}"
-              f" points affected (seqphase verify lists them; seqphase run recomputes them)")
+        print(f"  damaged: {damage_summary(damages)}, {int(damaged.sum())} points affected "
+              "(seqphase verify lists them; seqphase run recomputes them)")
+    _manifest_note(group)
     if group.layout < 2:
         print("  layout 1: one chunk per point, no checksums (seqphase migrate converts it)")
     errors = group.read_where("error", status == 3)  # only the failed points' chunks
@@ -285,12 +329,30 @@ def cmd_status(args):
 
     for line in width_lines(group.attrs.get("runs", []), lambda: group.read("runtime_s")[status == 2]):
         print(line)
+    from seqphase.results.lock import LOCK_NAME, judge, read_holder
+
+    holder = read_holder(group.store.path / LOCK_NAME)
+    live = holder is not None and not judge(group.store.path / LOCK_NAME, holder)
+    unfinished = "running or killed" if live else "stopped before recording its outcome (killed, or the store " \
+        "could not be written)"
     for run in group.attrs.get("runs", []):
         job = f" slurm job {run['slurm_job_id']}" if run.get("slurm_job_id") else ""
         print(f"  run {run.get('started_at')} {run.get('mode')} on {run.get('host')}{job}: "
               f"{run.get('submitted')} submitted, {run.get('done', '?')} done, {run.get('failed', '?')} failed, "
-              f"{run.get('outcome', 'running or killed')}")
+              f"{run.get('outcome', unfinished)}")
     return 0
+
+
+def _manifest_note(group):
+    """When the group cannot tell a deleted chunk from one never written, say so (status, verify)."""
+    if group.layout < 2:
+        return
+    if group.manifest is None:
+        print("  no chunk manifest (written by an older seqphase): a deleted chunk file cannot be told from one "
+              "never written; the next `seqphase run` starts one")
+    elif not group.manifest.complete:
+        print(f"  chunk manifest kept since {group.manifest.data.get('since')}: chunk files deleted before then "
+              "cannot be told from ones never written")
 
 
 def cmd_query(args):
@@ -316,20 +378,24 @@ def cmd_verify(args):
     """Decode every chunk of the sweep; list damaged chunks and the points they hold. Exit 1 if any."""
     from seqphase.results.query import sweep_name
     from seqphase.results.store import Store
-    from seqphase.results.verify import damaged_mask, find_damage
+    from seqphase.results.verify import MISSING, damage_summary, damaged_mask, find_damage, never_written
 
     group = Store(args.store).open_sweep(sweep_name(args.sweep))
     damages = find_damage(group, thorough=True)
-    chunks = sum(1 for _ in group.folder.rglob("c/**/*") if _.is_file())
+    chunks = sum(1 for _ in group.folder.rglob("c/**/*") if _.is_file() and not _.name.endswith(".partial"))
     layout = "chunks of many points, crc32c checksums" if group.layout >= 2 else \
         "one chunk per point, no checksums (seqphase migrate converts it)"
+    fill = never_written(group)
+    unwritten = f"; {fill} chunks never written (fill values)" if fill else ""
     if not damages:
-        print(f"sweep {group.name}: {chunks} chunks read, none damaged (layout {group.layout}: {layout})")
+        print(f"sweep {group.name}: {chunks} chunks read, none damaged{unwritten} (layout {group.layout}: {layout})")
+        _manifest_note(group)
         return 0
     mask = damaged_mask(group.grid_shape, damages)
-    status, _ = group.ledger()
-    print(f"sweep {group.name}: {len(damages)} of {chunks} chunks damaged, {int(mask.sum())} points affected "
-          f"(layout {group.layout}: {layout})")
+    gone = sum(1 for d in damages if d.reason == MISSING)
+    print(f"sweep {group.name}: {len(damages)} of {chunks + gone} chunks damaged ({damage_summary(damages)}), "
+          f"{int(mask.sum())} points affected{unwritten} (layout {group.layout}: {layout})")
+    _manifest_note(group)
     for damage in damages:
         print(f"  damaged {damage.file(group).relative_to(group.store.path)}: {damage.reason}")
     for index in zip(*mask.nonzero()):

@@ -1,11 +1,13 @@
 """Driver throughput and store scaling (issue 18), printed as the tables of docs/benchmarks.md.
 
-    python benchmarks/store_scaling.py [--points 4000] [--big 100000] [--workers 1,2] [--skip-big]
+    python benchmarks/store_scaling.py [--points 4000] [--big 100000] [--workers 1,2] [--skip-big] [--no-fsync]
 
 1. `glm-perceptron-se --set alpha=0.1:5:POINTS` from scratch on 1 and 2 local workers: sweep wall time
    (first submission to last point stored, consolidation included), summed point runtime (the ledger's
    runtime_s), parallel efficiency = summed runtime / (wall x workers), the driver's peak RSS; then the
-   store's files and bytes, and `seqphase query` (a subprocess: wall time and peak RSS).
+   store's files and bytes, and `seqphase query` (a subprocess: wall time and peak RSS). The driver's
+   flushes are timed (count, total seconds); `--no-fsync` runs the same code with the fsyncs of
+   results/durable.py skipped, which is what durable "done" costs.
 2. The same sweep's store at BIG points: the 4,000 computed points' values written again and again
    (point i gets point i mod 4000's arrays) through the driver's batched writer, so the store holds
    real per-point bytes; files, bytes, writer time per point, and `seqphase query` time and peak RSS.
@@ -67,9 +69,24 @@ def query(store, sweep):
 
 
 # -- children -------------------------------------------------------------------------------------------
-def run_sweep_child(spec, overrides, workers, store):
+def run_sweep_child(spec, overrides, workers, store, fsync=True):
     from seqphase.cluster import connect, run_sweep
+    from seqphase.results import durable
     from seqphase.results.store import DONE, Store
+    from seqphase.results.writer import BatchWriter
+
+    durable.FSYNC = fsync
+    flushes = []
+    real_flush = BatchWriter.flush
+
+    def timed_flush(self):
+        began = time.perf_counter()
+        try:
+            return real_flush(self)
+        finally:
+            flushes.append(time.perf_counter() - began)
+
+    BatchWriter.flush = timed_flush
     from seqphase.sweeps.planner import plan_sweep
     from seqphase.sweeps.spec import load_sweep
 
@@ -80,7 +97,8 @@ def run_sweep_child(spec, overrides, workers, store):
     status = group.read("status")
     runtime = float(group.read("runtime_s")[status == DONE].sum())
     return {"points": len(plan.points), "done": summary.done, "failed": summary.failed, "wall": summary.elapsed_s,
-            "runtime": runtime, "efficiency": runtime / (summary.elapsed_s * workers), "rss_mb": peak_rss_mb()}
+            "runtime": runtime, "efficiency": runtime / (summary.elapsed_s * workers), "rss_mb": peak_rss_mb(),
+            "flushes": len(flushes), "flush_s": sum(flushes)}
 
 
 def fill_child(source, store, points):
@@ -126,22 +144,23 @@ def main():
     parser.add_argument("--workers", default="1,2")
     parser.add_argument("--skip-big", action="store_true")
     parser.add_argument("--keep", default=None, help="keep the stores in this folder")
+    parser.add_argument("--no-fsync", action="store_true", help="skip the fsyncs (to measure their cost)")
     args = parser.parse_args()
     folder = Path(args.keep or tempfile.mkdtemp(prefix="seqphase-bench-"))
     folder.mkdir(parents=True, exist_ok=True)
-    print(f"# glm-perceptron-se --set alpha=0.1:5:{args.points}")
-    print("| workers | points | wall s | summed runtime s | efficiency | driver peak MB | load (1, 5, 15 min) |")
-    print("|---|---|---|---|---|---|---|")
+    print(f"# glm-perceptron-se --set alpha=0.1:5:{args.points}" + (" (fsync skipped)" if args.no_fsync else ""))
+    print("| workers | points | wall s | summed runtime s | efficiency | flushes (s) | driver peak MB | load (1, 5, 15 min) |")
+    print("|---|---|---|---|---|---|---|---|")
     stores = {}
     for workers in (int(w) for w in args.workers.split(",")):
         store = folder / f"se-{args.points}-w{workers}.zarr"
         before = load()
         r = child("sweep", spec="glm-perceptron-se", overrides=[f"alpha=0.1:5:{args.points}"], workers=workers,
-                  store=str(store))
+                  store=str(store), fsync=not args.no_fsync)
         assert r["done"] == args.points and r["failed"] == 0, r
         stores[workers] = store
         print(f"| {workers} | {r['points']} | {r['wall']:.1f} | {r['runtime']:.1f} | {r['efficiency']:.2f} | "
-              f"{r['rss_mb']:.0f} | before {before}, after {load()} |", flush=True)
+              f"{r['flushes']} ({r['flush_s']:.1f}) | {r['rss_mb']:.0f} | before {before}, after {load()} |", flush=True)
     store = stores[max(stores)]
     files, size, disk = store_size(store)
     wall, rss, rows = query(store, "glm-perceptron-se")

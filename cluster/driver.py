@@ -126,7 +126,7 @@ def run_sweep(plan, group, client, *, mode="resume", retries=DEFAULT_RETRIES, pr
         plan.points = failed_points(plan, group)
     if group.damaged_cells:
         stream.write(f"seqphase: {group.damaged_cells} points had damaged data ({len(group.repaired)} chunks "
-                     "failed their checksum) and are pending again\n")
+                     "missing or failing their checksum) and are pending again\n")
     todo, already_done, skipped_failed = select_points(plan, group, mode)
     parts = Parts(group.store.path, group.name)
     parts.prune(stored_hashes(group))
@@ -150,10 +150,16 @@ def run_sweep(plan, group, client, *, mode="resume", retries=DEFAULT_RETRIES, pr
         tasks.cancel()
         try:
             tasks.flush()  # what was computed is kept
+        except OSError:
+            pass  # the store cannot be written (full, quota, read-only): those points stay pending
         finally:
-            group.finish_run(run_index, {"done": tasks.done, "failed": tasks.failed,
-                                         "outcome": f"interrupted ({type(exc).__name__})", **tasks.width.record()})
-            group.store.consolidate()
+            try:  # the points this run stored, not the ones it computed (a failed flush stored fewer)
+                group.finish_run(run_index, {"done": writer.stored_done, "failed": writer.stored_failed,
+                                             "outcome": f"interrupted ({type(exc).__name__})",
+                                             **tasks.width.record()})
+                group.store.consolidate()
+            except OSError:
+                pass  # the original error is the one to report
             meter.close()
         raise
     meter.close()

@@ -16,6 +16,7 @@ import shutil
 
 import numpy as np
 
+from seqphase.results.manifest import Manifest, manifest_path
 from seqphase.results.store import (LAYOUT, LEDGER, NOT_REQUESTED, PENDING, SweepGroup, _quiet, codecs,
                                     grid_chunks)
 
@@ -71,8 +72,14 @@ def migrate_group(store, name):
     cells = [tuple(int(i) for i in index) for index in zip(*(mask & (status != NOT_REQUESTED)).nonzero())]
     with _quiet():
         moved.writer()._apply("status", [(index, PENDING) for index in cells])
+    manifest_path(folder).unlink(missing_ok=True)  # it lists the old chunks; a new one is written below
     os.rename(folder, old_copy)
     os.rename(tmp, folder)
     shutil.rmtree(old_copy)
+    manifest = Manifest.new(folder, moved.attrs, complete=True)  # the group was just written whole
+    arrays = list(moved.group.array_keys())
+    manifest.adopt_metadata(arrays)
+    manifest.reconcile(arrays)
+    manifest.save()
     files_after = sum(1 for p in folder.rglob("*") if p.is_file())
     return int(np.prod(moved.grid_shape)), files_before, files_after, len(cells)

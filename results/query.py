@@ -7,8 +7,14 @@ Convergence logs (dims such as `se_iteration`) stay in the Dataset only.
 
 `write_table` (what `seqphase query` runs) streams the table: it reads only the variables that appear
 in it, a block of grid values at a time (BLOCK_ROWS rows), and writes each block before reading the
-next, so its memory does not grow with the store. Damaged chunks (checksum) are found before anything
-is printed; a chunk that cannot be decoded is reported as one line, never a traceback.
+next, so its memory does not grow with the store. Damaged chunks (checksum, or written and now
+missing: results/manifest.py) are found before anything is printed; a chunk that cannot be decoded is
+reported as one line, never a traceback.
+
+Readers during a run see whole points only: the driver writes a batch's data and ledger before its
+`status` flags (each chunk file replaced atomically), so a reader that reads `status` first and the
+rest after sees, for every point done in its `status`, the values written before it. `write_table`
+reads each block's `status` first; `open_results` reads `status` first and keeps that copy.
 """
 
 from __future__ import annotations
@@ -65,11 +71,21 @@ def _open_dataset(group, chunks=None):
 
 
 def _load(ds, group):
+    """Load the Dataset: `status` first, the rest after (whole points during a run), and refuse damage:
+    a chunk that cannot be decoded, or one the manifest lists that is gone."""
+    from seqphase.results.verify import find_damage
+
     try:
         with _quiet():
-            return ds.load()
+            status = ds["status"].load()
+            ds = ds.load()
     except Exception as exc:  # noqa: BLE001 -- a chunk that cannot be decoded
         raise damaged_error(group, f"a chunk cannot be read ({_short(exc)})") from None
+    gone = find_damage(group, missing_only=True)
+    if gone:
+        raise damaged_error(group, f"{len(gone)} chunks written by a run are missing "
+                            f"(first {gone[0].array}/c/{'/'.join(map(str, gone[0].chunk))})")
+    return ds.assign(status=status)
 
 
 def damaged_error(group, what):
@@ -83,14 +99,14 @@ def write_table(sweep, store, out, fmt="csv", include_all=False):
 
     The same table as `to_frame(open_results(...))`, built from the zarr arrays directly (no xarray:
     half of a small query's time was importing it) and only from the variables in the table."""
-    from seqphase.results.verify import find_damage
+    from seqphase.results.verify import damage_summary, find_damage
 
     group = Store(store).open_sweep(sweep_name(sweep))
     table = _Table(group)
     damages = find_damage(group, names=table.arrays)
     if damages:
         cells = int(sum(np.ones(group.grid_shape, dtype=bool)[d.region].sum() for d in damages))
-        raise damaged_error(group, f"{len(damages)} chunks fail their checksum (up to {cells} points, "
+        raise damaged_error(group, f"{damage_summary(damages)} (up to {cells} points, "
                             f"first {damages[0].array}/c/{'/'.join(map(str, damages[0].chunk))})")
     header_written, rows_written = False, 0
     for frame in table.frames(include_all):
@@ -153,7 +169,7 @@ class _Table:
             values.update({d: self.extra[d] for d in self.extra_rows})
             columns = {d: _spread(values[d], [d], self.row_dims, shape) for d in self.row_dims}
             blocks = {}
-            for array in self.arrays:
+            for array in sorted(self.arrays, key=lambda a: a != "status"):  # status first: whole points
                 arr = self.group.arrays[array]
                 selection = tuple(index[d] for d in dims) + (slice(None),) * (arr.ndim - len(dims))
                 try:

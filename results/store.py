@@ -15,8 +15,10 @@ Layout of a sweep group (readable with plain `xarray.open_zarr(store, group=name
 Only the driver writes (workers return results): concurrent writers that share chunks silently lose
 rows (spec storage-and-execution.md section 3), and a single writer cannot. The driver writes finished
 points in batches, chunk by chunk (`results/writer.py`): data first, ledger next, the done flags last,
-each chunk file replaced atomically (zarr's LocalStore writes a temporary file and renames it), so a
-crash at any moment leaves the points of the unfinished batch pending, recomputed by the next run.
+each chunk file replaced atomically and durably (`results/durable.py`: temporary file, fsync, rename,
+fsync of the directory), so a crash at any moment, of the driver or of the node, leaves the points of
+the unfinished batch pending, recomputed by the next run. A manifest per group (`results/manifest.py`)
+lists every chunk written, so a chunk that is gone is damage, not fill.
 Consolidated metadata (root and groups) is written at the end of every run and removed before a run
 changes anything, so it is never stale. The grid grows (new parameter values are new points) by resizing along a dim, data
 arrays first and the coordinate last; an interrupted extension is rolled back on the next open.
@@ -26,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import fcntl
 import itertools
 import json
 import os
@@ -129,24 +130,18 @@ class Store:
     def _create_root(self):
         import zarr
 
+        from seqphase.results.durable import DurableStore
+
         with _quiet():
-            root = zarr.open_group(str(self.path), mode="a", zarr_format=3)
+            root = zarr.open_group(DurableStore(self.path), mode="a", zarr_format=3)
             root.attrs.update({"seqphase_store_format": STORE_FORMAT, "created_at": now_iso()})
         return self
 
     def check_unlocked(self):
         """Refuse (StoreError) while another driver holds the lock; takes nothing, writes nothing."""
-        lock = self.path / ".seqphase-driver.lock"
-        if not lock.is_file():
-            return
-        with open(lock) as handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                holder = handle.read().strip() or "another process"
-                raise StoreError(str(self.path), f"another seqphase driver is writing this store ({holder})",
-                                 "wait for it to finish (seqphase status), or use another --store")
-            fcntl.flock(handle, fcntl.LOCK_UN)
+        from seqphase.results.lock import check_unlocked
+
+        check_unlocked(self.path)
 
     def preflight(self, plan):
         """Everything a run would refuse, checked before any cluster starts: a foreign or corrupted
@@ -181,24 +176,13 @@ class Store:
 
     @contextlib.contextmanager
     def lock(self):
-        """One driver per store at a time (an flock, released even if the driver is killed)."""
+        """One driver per store at a time: an O_EXCL lock file with a heartbeat (results/lock.py); a
+        killed driver's lock is taken over by the next one (dead pid on this host, or no heartbeat)."""
+        from seqphase.results.lock import hold
+
         self.path.mkdir(parents=True, exist_ok=True)
-        handle = open(self.path / ".seqphase-driver.lock", "a+")
-        try:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                handle.seek(0)
-                holder = handle.read().strip() or "another process"
-                raise StoreError(str(self.path), f"another seqphase driver is writing this store ({holder})",
-                                 "wait for it to finish, or use another --store")
-            handle.seek(0)
-            handle.truncate()
-            handle.write(f"pid {os.getpid()} on {socket.gethostname()}")
-            handle.flush()
+        with hold(self.path):
             yield self
-        finally:
-            handle.close()
 
     # -- groups ---------------------------------------------------------------------------------
     def sweep_names(self):
@@ -222,6 +206,8 @@ class Store:
         if (self.path / name / "zarr.json").is_file():
             group = SweepGroup(self, name)
             group.check_identity(plan)
+            group.start_manifest()
+            group.restore_lost_arrays()
             group.extend(plan)
             group.repair_damage()
         else:
@@ -236,6 +222,9 @@ class SweepGroup:
     def __init__(self, store, name, repair=True):
         import zarr
 
+        from seqphase.results.durable import DurableStore
+        from seqphase.results.manifest import Manifest
+
         self.store, self.name = store, name
         self.folder = store.path / name
         self.repaired = {}  # damaged chunks reset by repair_damage(): {(array, chunk): reason}
@@ -243,9 +232,10 @@ class SweepGroup:
         where = f"{store.path}/{name}"
         meta_file = self.folder / "zarr.json"
         _parse_metadata(meta_file, where)
+        self.zstore = DurableStore(store.path)  # durable, journaled writes (results/durable.py)
         with _quiet():
             try:
-                self.group = zarr.open_group(str(store.path), mode="r+", path=name, zarr_format=3,
+                self.group = zarr.open_group(self.zstore, mode="r+", path=name, zarr_format=3,
                                              use_consolidated=False)
             except Exception as exc:  # zarr raises several types for broken metadata
                 raise StoreError(str(meta_file), f"corrupted sweep group metadata ({_short(exc)})",
@@ -259,12 +249,19 @@ class SweepGroup:
         self.layout = int(attrs.get("store_layout", 1))
         self.dims = list(attrs["point_dims"])
         self.variables = list(attrs["variables"])
+        self.manifest = Manifest.load(self.folder, attrs)  # None: written before manifests (or by no run yet)
+        self.lost = set()  # arrays whose folder is gone (the manifest knows their metadata and chunks)
         self.arrays = {}
         for array in self.dims + list(LEDGER) + self.variables:
             if not (self.folder / array / "zarr.json").is_file():
-                raise StoreError(where, f"corrupted sweep group (array {array!r} is missing)",
-                                 "restore it from a copy or run under another --name; nothing was written")
+                if array in self.dims or self.manifest is None or array not in self.manifest.metadata:
+                    raise StoreError(where, f"corrupted sweep group (array {array!r} is missing)",
+                                     "restore it from a copy or run under another --name; nothing was written")
+                self.lost.add(array)
+                self.arrays[array] = _placeholder(self.manifest.metadata[array])
+                continue
             self.arrays[array] = _open_array(self.group, array, self.folder, where)
+        self._check_coordinates(where)
         if repair:
             self._repair_interrupted_extension()
         self.coords = {}
@@ -279,7 +276,7 @@ class SweepGroup:
         shape = tuple(len(self.coords[d]) for d in self.dims)
         self.grid_shape = shape
         for name_ in list(LEDGER) + self.variables:
-            if repair and tuple(self.arrays[name_].shape[: len(self.dims)]) != shape:
+            if repair and name_ not in self.lost and tuple(self.arrays[name_].shape[: len(self.dims)]) != shape:
                 raise StoreError(where, f"corrupted sweep group (array {name_!r} has shape "
                                  f"{self.arrays[name_].shape}, grid is {shape})",
                                  "restore it from a copy or run under another --name")
@@ -334,12 +331,19 @@ class SweepGroup:
         }
         ds.attrs.update({k: v for k, v in attrs.items() if isinstance(v, (str, int, float))})
         with _quiet():
-            ds.to_zarr(str(store.path), group=plan.sweep.name, mode="w-", compute=False, zarr_format=3,
+            from seqphase.results.durable import DurableStore
+            from seqphase.results.manifest import Manifest
+
+            zstore = DurableStore(store.path)
+            ds.to_zarr(zstore, group=plan.sweep.name, mode="w-", compute=False, zarr_format=3,
                        consolidated=False, encoding=encoding)
             import zarr
 
-            group = zarr.open_group(str(store.path), mode="r+", path=plan.sweep.name, zarr_format=3)
+            group = zarr.open_group(zstore, mode="r+", path=plan.sweep.name, zarr_format=3)
             group.attrs.update(attrs)
+            manifest = Manifest.new(store.path / plan.sweep.name, attrs, complete=True)
+            manifest.apply(*zstore.take(), prefix=plan.sweep.name + "/")
+            manifest.save()
         return cls(store, plan.sweep.name)
 
     # -- identity and growth --------------------------------------------------------------------
@@ -379,6 +383,7 @@ class SweepGroup:
             self.coords[dim] = self.arrays[dim][:]
             self.grid_shape = tuple(len(self.coords[d]) for d in self.dims)
             self._index[dim] = {_key(v): i for i, v in enumerate(self.coords[dim])}
+            self.save_manifest()
 
     def _repair_interrupted_extension(self):
         for axis, dim in enumerate(self.dims):
@@ -391,7 +396,7 @@ class SweepGroup:
                 valid -= 1
             with _quiet():
                 shrink = [name for name in list(LEDGER) + list(self.variables)
-                          if self.group[name].shape[axis] > valid]
+                          if name not in self.lost and self.group[name].shape[axis] > valid]
                 if valid < len(values) or shrink:
                     self.store.unconsolidate(self.name)
                 if valid < len(values):
@@ -402,10 +407,58 @@ class SweepGroup:
                     shape[axis] = valid
                     arr.resize(tuple(shape))
         self._reopen_arrays()
+        if self.zstore.written or self.zstore.deleted:
+            self.save_manifest()
 
     def _reopen_arrays(self):
         with _quiet():
-            self.arrays = {name: self.group[name] for name in self.arrays}
+            self.arrays = {name: arr if name in self.lost else _writable(self.group[name])
+                           for name, arr in self.arrays.items()}
+
+    # -- manifest (results/manifest.py) ---------------------------------------------------------
+    def _check_coordinates(self, where):
+        """A grid coordinate chunk that was written and is gone: the grid itself is unknown (and its
+        NaN would read as an interrupted extension). One line, nothing written."""
+        if self.manifest is None:
+            return
+        for d in self.dims:
+            if self.manifest.missing(d):
+                raise StoreError(f"{where}/{d}", "damaged coordinate data (a chunk file written by a run is gone)",
+                                 f"restore {self.folder / d} from a copy, or move {where} aside and rerun the sweep; "
+                                 "nothing was written")
+
+    def save_manifest(self):
+        """Fold what the store wrote since the last save into the manifest and save it (durably)."""
+        written, deleted = self.zstore.take()
+        if self.manifest is None:
+            return
+        self.manifest.apply(written, deleted, prefix=self.name + "/")
+        self.manifest.save()
+
+    def restore_lost_arrays(self):
+        """Recreate the metadata of array folders that are gone, from the manifest's copy; their chunks
+        stay listed, so `repair_damage` finds them missing and sets their points pending."""
+        from seqphase.results.durable import write_file
+
+        for name in sorted(self.lost):
+            write_file(self.folder / name / "zarr.json", json.dumps(self.manifest.metadata[name], indent=2).encode())
+            self.lost.discard(name)
+            with _quiet():
+                self.arrays[name] = _writable(self.group[name])
+
+    def start_manifest(self):
+        """Before a run writes: start a manifest on a group that has none (written before manifests:
+        `complete` false), and take in chunk files written after the last save (a stopped driver)."""
+        from seqphase.results.manifest import Manifest
+
+        arrays = list(self.arrays)
+        if self.manifest is None:
+            self.manifest = Manifest.new(self.folder, self.attrs, complete=False)
+            self.manifest.adopt_metadata(arrays)
+            self.manifest.reconcile(arrays)
+            self.save_manifest()
+        elif self.manifest.reconcile(arrays):
+            self.save_manifest()
 
     def update_spec(self, plan):
         self.group.attrs.update({"spec": plan.sweep.text, "spec_source": plan.sweep.source,
@@ -499,25 +552,26 @@ class SweepGroup:
 
     # -- damage ---------------------------------------------------------------------------------
     def repair_damage(self):
-        """Before a run: find chunks whose checksum fails, delete them, and set every point they cover
-        back to pending, so the run recomputes exactly those points (and the writer rewrites the chunks).
-        Layout-1 groups have no checksums: `seqphase verify` decodes them, `seqphase migrate` converts."""
-        from seqphase.results.verify import damaged_mask, find_damage
+        """Before a run: find chunks whose checksum fails or that the manifest lists and are gone (an
+        array folder that is gone is recreated from the manifest's copy of its metadata), delete them,
+        and set every point they cover back to pending, so the run recomputes exactly those points (and
+        the writer rewrites the chunks). Layout-1 groups have no checksums: `seqphase verify` decodes
+        them, `seqphase migrate` converts."""
+        from seqphase.results.verify import damaged_points, find_damage
 
+        self.restore_lost_arrays()
         damages = find_damage(self, thorough=False)
         if not damages:
             return 0
         for damage in damages:
             damage.file(self).unlink(missing_ok=True)
-        mask = damaged_mask(self.grid_shape, damages)
-        status_lost = damaged_mask(self.grid_shape, [d for d in damages if d.array == "status"])
-        status, hashes = self.ledger()
-        requested = (status != NOT_REQUESTED) | (status_lost & (hashes != "")) | \
-            (status_lost & damaged_mask(self.grid_shape, [d for d in damages if d.array == "point_hash"]))
-        cells = [tuple(int(i) for i in index) for index in zip(*(mask & requested).nonzero())]
+            if self.manifest is not None:
+                self.manifest.forget(damage.array, damage.chunk)
+        cells = [tuple(int(i) for i in index) for index in zip(*damaged_points(self, damages).nonzero())]
         writer = self.writer()
         with _quiet():
             writer._apply("status", [(index, PENDING) for index in cells])
+        self.save_manifest()
         self.repaired = {(d.array, d.chunk): d.reason for d in damages}
         self.damaged_cells = len(cells)
         return len(cells)
@@ -568,7 +622,25 @@ def _open_array(group, name, folder, where):
     if not hasattr(arr, "shape") or not hasattr(arr, "chunks"):
         raise StoreError(str(meta_file), "corrupted metadata (a group where an array belongs)",
                          _restore_fix(meta_file, where))
-    return arr
+    return _writable(arr)
+
+
+def _writable(arr):
+    """The array as the writer uses it: whole chunks are written even when they hold only fill values,
+    so a chunk file listed in the manifest is never removed by a write (results/manifest.py)."""
+    return arr.with_config({"write_empty_chunks": True})
+
+
+def _placeholder(meta):
+    """An array whose folder is gone, from its metadata (the manifest's copy): reads as fill values."""
+    import zarr
+    from zarr.core.buffer import default_buffer_prototype
+    from zarr.storage import MemoryStore
+
+    memory = MemoryStore()
+    memory._store_dict["zarr.json"] = default_buffer_prototype().buffer.from_bytes(json.dumps(meta).encode())
+    with _quiet():
+        return zarr.open_array(memory, mode="r", zarr_format=3)
 
 
 def _drop_consolidated(meta_file):

@@ -2,9 +2,12 @@
 
 One write per chunk per array for a whole batch, instead of ~35 small writes per point. The order of a
 flush keeps the ledger honest: the model's variables first, then the ledger's metadata (error,
-runtime, host, ... and attempts), the `status` flags last, each chunk replaced atomically by zarr's
-LocalStore (temporary file, then rename). A point is "done" only once its values are in the store; a
-driver killed mid-flush leaves that batch pending, recomputed by the next run.
+runtime, host, ... and attempts), then the manifest (which now lists every chunk of the batch), the
+`status` flags last, then the manifest again. Each chunk is replaced atomically and durably
+(results/durable.py: temporary file, fsync, rename, fsync of the directory), so a point is "done" only
+once its values are on the disk and listed; a driver killed (or a node lost) mid-flush leaves that
+batch pending, recomputed by the next run. A flush that fails (a full disk, a quota) leaves its
+points pending too, and the cached blocks are dropped, since they may hold what was not written.
 
 The driver holds the store's lock, so it is the only writer: the blocks it has written are cached and
 reused by the next flush (no read back), and dropped once a flush no longer touches them.
@@ -12,15 +15,18 @@ reused by the next flush (no read back), and dropped once a flush no longer touc
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import time
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from seqphase.results.schema import DONE, ERROR_WIDTH, FAILED, LEDGER, PENDING, _quiet
 
 META_KEYS = ("runtime_s", "host", "worker", "slurm_job_id")
+WRITE_THREADS = 8  # arrays written at once by a flush
 
 
 def _increment(block, local, _value):
@@ -35,6 +41,7 @@ class BatchWriter:
         self._touched = set()
         self.last_flush = time.perf_counter()
         self.flush_s = 0.0          # wall time of the last flush
+        self.stored_done = self.stored_failed = 0  # points whose status flag this writer wrote
 
     def __len__(self):
         return len(self._entries)
@@ -49,9 +56,10 @@ class BatchWriter:
         """(index, hash) cells requested but not done: hash and PENDING written now, done cells kept."""
         status = self.group.read("status")
         cells = [(index, h) for index, h in cells if status[index] != DONE]
-        with _quiet():
+        with self._failing(), _quiet():
             self._apply("point_hash", cells)
             self._apply("status", [(index, PENDING) for index, _ in cells])
+            self.group.save_manifest()
         self._end_flush()
 
     def flush(self):
@@ -73,15 +81,16 @@ class BatchWriter:
                 if meta.get(key) is not None:
                     updates[key].append((index, meta[key]))
             updates["point_hash"].append((index, point_hash))
-        with _quiet():
-            for name in self.group.variables:
-                if name in updates:
-                    self._apply(name, updates[name])
-            for name in LEDGER:
-                if name != "status" and name in updates:
-                    self._apply(name, updates[name], update=_increment if name == "attempts" else None)
+        with self._failing(), _quiet():
+            names = [n for n in self.group.variables if n in updates] + \
+                [n for n in LEDGER if n != "status" and n in updates]
+            self._apply_all([(n, updates[n], _increment if n == "attempts" else None) for n in names])
+            self.group.save_manifest()  # every chunk holding the batch is listed before it is marked done
             self._apply("status", [(index, DONE if data is not None else FAILED)
                                    for index, _, data, _, _ in entries])
+            self.stored_done += sum(1 for entry in entries if entry[2] is not None)
+            self.stored_failed += sum(1 for entry in entries if entry[2] is None)
+            self.group.save_manifest()
         self._end_flush()
         self.flush_s = time.perf_counter() - started
         return len(entries)
@@ -92,6 +101,27 @@ class BatchWriter:
         return bool(self._entries) and time.perf_counter() - self.last_flush >= max(interval_s, 10 * self.flush_s)
 
     # -- internals --------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _failing(self):
+        """A write that raises may have left cached blocks ahead of the disk: drop them all."""
+        try:
+            yield
+        except BaseException:
+            self._cache.clear()
+            self._touched = set()
+            raise
+
+    def _apply_all(self, jobs):
+        """`_apply` for several arrays at once, in threads: each chunk write waits for its fsyncs, and
+        the file system serves concurrent fsyncs together (one journal commit for many files)."""
+        if len(jobs) < 2:
+            for job in jobs:
+                self._apply(*job)
+            return
+        with ThreadPoolExecutor(max_workers=min(WRITE_THREADS, len(jobs))) as pool:
+            for future in [pool.submit(self._apply, *job) for job in jobs]:
+                future.result()
+
     def _apply(self, name, items, update=None):
         """Set cells of one array, one read (unless cached) and one write per chunk touched."""
         if not items:
