@@ -133,7 +133,7 @@ def test_result_lost_after_completion_is_not_recorded_failed(tmp_path, client, m
 
 def test_killed_driver_resumes_without_duplicates(tmp_path):
     """SIGKILL the whole `seqphase run` process mid-sweep, rerun: only the missing points run."""
-    spec = write_spec(tmp_path, alpha="0.1:1.6:16", extra_params="sleep = 0.5")
+    spec = write_spec(tmp_path, alpha="0.1:3.2:32", extra_params="sleep = 0.5")
     store = tmp_path / "driver.zarr"
     cmd = [sys.executable, "-m", "seqphase.cli", "run", str(spec), "--store", str(store), "--workers", "2",
            "--no-progress"]
@@ -152,20 +152,21 @@ def test_killed_driver_resumes_without_duplicates(tmp_path):
     proc.wait()
     group = Store(store).open_sweep("toy")
     done_before = int((group.ledger()[0] == DONE).sum())
-    assert 4 <= done_before < 16
+    assert 4 <= done_before < 32
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     group = Store(store).open_sweep("toy")
     assert (group.ledger()[0] == DONE).all()
     # No point is computed twice, except possibly those of the flush the SIGKILL interrupted (their data
     # and attempts landed, their done flags did not): those are correctly recomputed. A flush holds the
-    # points finished in one flush interval (1 s): at most 2 workers x 1 s / 0.5 s per point = 4.
+    # points finished in one flush interval (1 s, stretched to 10 flush times when flushing is slow, as
+    # fsync is on a loaded machine): 2 workers x 2 s / 0.5 s per point = 8 allows flushes of 0.2 s.
     attempts = group.group["attempts"][...]
-    assert attempts.max() <= 2 and (attempts == 2).sum() <= 4
+    assert attempts.max() <= 2 and (attempts == 2).sum() <= 8
     runs = group.attrs["runs"]
-    assert runs[-1]["submitted"] == 16 - done_before
+    assert runs[-1]["submitted"] == 32 - done_before
     assert "outcome" not in runs[0]  # the killed run never finished
-    assert f"{16 - done_before} computed, 0 failed, {done_before} already done" in out.stderr
+    assert f"{32 - done_before} computed, 0 failed, {done_before} already done" in out.stderr
 
 
 def test_workers_get_the_allocator_settings(client):
