@@ -35,7 +35,7 @@ def build_parser():
     sub = parser.add_subparsers(dest="command", required=True)
 
     def add_store(p):
-        p.add_argument("--store", default=None, help="zarr store (default ./results/seqphase.zarr)")
+        p.add_argument("--store", default=None, help="zarr store (default $SEQPHASE_STORE, else ./seqphase.zarr)")
 
     def add_slurm(p):
         p.add_argument("--profile", default=None, metavar="FILE",
@@ -136,6 +136,7 @@ def cmd_retry_failed(args):
 
 def _execute(sweep, args, mode):
     from seqphase.cluster import connect, run_sweep
+    from seqphase.results.conventions import require_current_names
     from seqphase.results.store import Store
     from seqphase.sweeps.planner import plan_sweep
 
@@ -147,6 +148,7 @@ def _execute(sweep, args, mode):
     plan = plan_sweep(sweep)
     store = Store(args.store)
     store.preflight(plan)  # refuse a foreign, corrupted or locked store before starting anything
+    require_current_names(store, sweep.name)  # an old group (e.g. BSR `mmse`): migrate first
     # Connect before touching the store: an unreachable cluster must leave it as it was.
     with connect(args.cluster, args.workers, slurm_profile=slurm_profile) as client:
         store.check(create=True)
@@ -334,6 +336,7 @@ def cmd_verify(args):
 
 
 def cmd_migrate(args):
+    from seqphase.results.conventions import migrate_names
     from seqphase.results.migrate import migrate_group
     from seqphase.results.query import sweep_name
     from seqphase.results.store import Store
@@ -345,9 +348,14 @@ def cmd_migrate(args):
     with store.lock():
         store.unconsolidate(*names)
         for name in names:
+            renamed = migrate_names(store, name)
+            if renamed:
+                print(f"seqphase: {name}: renamed " + ", ".join(f"{old} -> {new}" for old, new in renamed)
+                      + " (values unchanged)", file=sys.stderr)
             done = migrate_group(store, name)
             if done is None:
-                print(f"seqphase: {name}: already in the current layout", file=sys.stderr)
+                if not renamed:
+                    print(f"seqphase: {name}: already in the current layout", file=sys.stderr)
                 continue
             points, before, after, pending = done
             print(f"seqphase: migrated {name}: {points} points, {before} files -> {after} files"

@@ -1,5 +1,5 @@
 """Citations, not paths: every shipped spec cites its paper (arXiv id) and a docs/ page of this repository,
-and no tracked file points outside the repository (the developers' `shared/` folder is not shipped)."""
+and no tracked file points outside the repository (no path into the developers' folders outside it)."""
 
 import re
 import subprocess
