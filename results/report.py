@@ -291,7 +291,7 @@ def _glm(results):
     ds = results.get("glm-perceptron-gamp")
     if ds is not None:
         d = int(_setting(ds, "d"))
-        rows += seed_mean_rows("GAMP", "Gaussian perceptron, GAMP final overlap vs SE", ds.sel(row=0, col=0),
+        rows += seed_mean_rows("GAMP", "Gaussian perceptron, GAMP final overlap vs SE", ds.isel(row=0, col=0),
                                "overlap", "overlap_se", "overlap", extra_tol=5.0 / d,
                                extra_from=f" + 5/d: the O(1/d) bias of the GAMP fixed point at d = {d} "
                                "(docs/results.md)")
