@@ -115,7 +115,7 @@ def seed_mean_rows(figure, curve, ds, var, se_var, label, extra_tol=0.0, extra_f
         if values.size < 2:
             continue
         se = float(values.std(ddof=1) / math.sqrt(values.size))
-        target = float(ds[se_var].sel(point).values)
+        target = _scalar(ds[se_var].sel(point))
         if not np.isfinite(target):
             continue
         where = ", ".join(f"{k} = {v}" for k, v in point.items())
@@ -133,6 +133,11 @@ def _points(da, keep):
         if np.isfinite(da.sel(point).values.astype(float)).any():
             out.append(point)
     return out
+
+
+def _scalar(da):
+    """The one value of a selection (grid dims of length 1 may remain)."""
+    return float(np.asarray(da.values).ravel()[0])
 
 
 def _sel(ds, **fixed):
@@ -195,8 +200,8 @@ def _quadratic(results):
         for kappa in ds["kappa"].values:
             sub = ds.sel(kappa=kappa)
             rows.append(Row("perfect recovery", f"kappa = {kappa:g}", "alpha_PR, SE bisection vs the paper's "
-                            "closed form", float(sub["alpha_bisection"]), float(sub["alpha_closed_form"]),
-                            1e-3 * float(sub["alpha_closed_form"]),
+                            "closed form", _scalar(sub["alpha_bisection"]), _scalar(sub["alpha_closed_form"]),
+                            1e-3 * _scalar(sub["alpha_closed_form"]),
                             "bisection on mse < mse_cut = 1e-4: relative offset below 1e-3 (docs/quadratic.md)"))
     return rows
 
@@ -251,8 +256,8 @@ def _aim(results):
             sub = ds.sel(point)
             where = ", ".join(f"{k} = {v}" for k, v in point.items())
             rows.append(Row("counting threshold", where, "alpha_c, SE bisection vs the paper's closed form",
-                            float(sub["alpha_bisection"]), float(sub["alpha_closed_form"]),
-                            1e-4 * float(sub["alpha_closed_form"]),
+                            _scalar(sub["alpha_bisection"]), _scalar(sub["alpha_closed_form"]),
+                            1e-4 * _scalar(sub["alpha_closed_form"]),
                             "bisection on mse < mse_cut = 1e-4: relative offset below 1e-4 (docs/aim.md)"))
     ds = results.get("aim-gamp")
     if ds is not None:
@@ -316,13 +321,13 @@ def _multiindex(results):
                 continue
             value, tol, source = targets[str(channel)]
             sub = ds.sel(channel=channel).isel(stage=0)
-            stab, bis = float(sub["alpha_stability"]), float(sub["alpha_bisection"])
+            stab, bis = _scalar(sub["alpha_stability"]), _scalar(sub["alpha_bisection"])
             rows.append(Row("weak learnability", f"{channel}, stability", "alpha_c", stab, value,
                             tol or 1e-6 * value, source if tol else f"{source}: quadrature accuracy"))
             rows.append(Row("weak learnability", f"{channel}, SE bisection", "alpha_c", bis, value,
-                            max(tol or 0, 2e-3 * value + 2e-3 * value),
-                            "bisection rtol 1e-3 plus the criterion's bias at a continuous transition "
-                            "(docs/results.md, note 2)"))
+                            max(tol or 0, 4e-3 * value),
+                            "bisection rtol 1e-3 plus the criterion's upward bias at a continuous transition, "
+                            "<= 0.3% (docs/results.md, note 2)"))
     ds = results.get("multiindex-norm2-thresholds")
     if ds is not None:
         for p in ds["p"].values:
@@ -360,8 +365,8 @@ def _smi(results):
                 continue
             sub = ds.sel(skip=c)
             for layer in ("2", "1"):
-                ours = float(sub[f"alpha{layer}_stability"])
-                se = float(sub[f"alpha{layer}_stability_se"])
+                ours = _scalar(sub[f"alpha{layer}_stability"])
+                se = _scalar(sub[f"alpha{layer}_stability_se"])
                 row = Row("Fig. 1 right", f"c = {c:g}", f"alpha_{layer} (stability)", ours,
                           float(pub[f"alpha{layer}"][keep][0]), 3 * se, "3 Monte-Carlo s.e. of our value")
                 if row.verdict == DIFFERS:
@@ -379,7 +384,7 @@ def _erm(results):
             sub = ds.sel(point)
             where = ", ".join(f"{k} = {v}" for k, v in point.items())
             for name, label in (("interp", "alpha_interp"), ("sr", "alpha_SR")):
-                eq, bis = float(sub[f"alpha_{name}_equation"]), float(sub[f"alpha_{name}_bisection"])
+                eq, bis = _scalar(sub[f"alpha_{name}_equation"]), _scalar(sub[f"alpha_{name}_bisection"])
                 if np.isfinite(eq) and np.isfinite(bis):
                     rows.append(Row("thresholds", where, f"{label}: SE bisection vs the paper's equation", bis, eq,
                                     1e-4 * eq, "bisection rtol 1e-7 and its loss / error cuts: 1e-4 relative "
@@ -393,7 +398,7 @@ def _erm(results):
             if se_curve is None or values.size < 2:
                 continue
             try:
-                target = float(se_curve["test_error"].sel(point).values)
+                target = _scalar(se_curve["test_error"].sel(point))
             except KeyError:
                 continue
             where = ", ".join(f"{k} = {v}" for k, v in point.items())
