@@ -192,7 +192,7 @@ PAPERS = {p.id: p for p in (
                 why_quick="d = 30, 3 instances, 6 students, 400 steps, 2 alphas (50, 16, 16, 1000, 5)"),
         )),
     Paper(
-        id="erm", title="The nuclear route: sharp asymptotics of ERM in overparameterized quadratic networks",
+        id="erm", cost_quick="139 s (2 workers)", title="The nuclear route: sharp asymptotics of ERM in overparameterized quadratic networks",
         authors="Erba, Troiani, Zdeborová, Krzakala", arxiv="2505.17958", venue="preprint 2025",
         docs="docs/quadratic-erm.md",
         runs=(
