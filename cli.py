@@ -42,7 +42,8 @@ def build_parser():
     def add_slurm(p):
         p.add_argument("--profile", default=None, metavar="FILE",
                        help="SLURM profile .toml: partition, cores, memory, walltime, ... (docs/slurm.md)")
-        p.add_argument("--jobs", type=int, default=None, help="SLURM worker jobs to keep running (profile: jobs)")
+        p.add_argument("--jobs", default=None, help="SLURM worker jobs to keep running, or `auto`: adaptive between "
+                       "the profile's min_jobs and max_jobs (profile: jobs)")
         p.add_argument("--partition", default=None, help="SLURM partition (overrides the profile)")
         p.add_argument("--walltime", default=None, help="worker jobs' SLURM time limit (overrides the profile)")
 
@@ -168,8 +169,9 @@ def _execute(sweep, args, mode):
             group = store.prepare(plan)
             print(f"seqphase: {mode} {sweep.name}: {len(plan.points)} points "
                   f"({sweep.model}/{sweep.method}) -> {store.path}/{sweep.name}", file=sys.stderr)
+            ahead = slurm_profile.submit_ahead() if slurm_profile is not None and slurm_profile.adaptive else 0
             summary = run_sweep(plan, group, client, mode=mode, retries=args.retries,
-                                progress=not args.no_progress)
+                                progress=not args.no_progress, submit_ahead=ahead)
     print(f"seqphase: {summary.line()}", file=sys.stderr)
     return EXIT_FAILED_POINTS if summary.failed else 0
 
@@ -293,6 +295,10 @@ def cmd_status(args):
     if worker_jobs:  # recorded per point by the workers (SLURM_JOB_ID); sacct is never asked
         ordered = sorted(worker_jobs.items(), key=lambda item: (len(item[0]), item[0]))
         print("  slurm worker jobs (points done): " + ", ".join(f"{job} ({n})" for job, n in ordered))
+    from seqphase.results.width import width_lines
+
+    for line in width_lines(group.attrs.get("runs", []), lambda: group.read("runtime_s")[status == 2]):
+        print(line)
     for run in group.attrs.get("runs", []):
         job = f" slurm job {run['slurm_job_id']}" if run.get("slurm_job_id") else ""
         print(f"  run {run.get('started_at')} {run.get('mode')} on {run.get('host')}{job}: "

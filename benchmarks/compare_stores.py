@@ -45,9 +45,19 @@ SHORT_SWEEPS = [
                                             "n_gen=100"]),
     ("smi-thresholds", "smi-thresholds", ["skip=1.0", "n_k=4096", "n_mc=256", "rtol=0.01"]),
     ("smi-sgd", "smi-sgd", ["d=40", "n_runs=2", "epochs=6", "log_every=2", "test_every=2", "n_test=200"]),
+    ("aim-gamp", "aim-gamp", ["alpha=0.1,0.5", "d=40", "n_seeds=2", "max_iter=10"]),
+    ("aim-gd", "aim-gd", ["alpha=0.075", "d=16", "n_seeds=2", "n_students=4", "steps=50", "log_every=10"]),
+    ("quadratic-gamp", "quadratic-gamp", ["alpha=0.2", "d=40", "n_seeds=2", "max_iter=10"]),
+    ("quadratic-gd", "quadratic-gd", ["alpha=0.1", "d=20", "n_seeds=2", "n_students=4", "steps=50"]),
+    ("quadratic-erm-experiment", "quadratic-erm-experiment", ["alpha=0.25", "kappa=2.0", "delta=0", "d=20",
+                                                              "n_seeds=2"]),
+    ("bsr-gamp", "bsr-gamp", ["alpha=0.4", "rho=0.5", "d=30", "n_seeds=2", "max_iter=10"]),
+    ("bsr-gd", "bsr-gd", ["alpha=0.2", "d=16", "n_seeds=2", "n_students=4", "steps=50"]),
+    ("bsr-baselines", "bsr-baselines", ["alpha=0.3,0.8", "rho=0.5", "d=10", "n_seeds=2"]),
 ]
 
-IGNORED_VARS = {"runtime_s", "finished_at", "host", "worker", "slurm_job_id", "attempts", "error"}
+# fit_seconds: the wall time of a fit (machine and load dependent), like runtime_s
+IGNORED_VARS = {"runtime_s", "finished_at", "host", "worker", "slurm_job_id", "attempts", "error", "fit_seconds"}
 
 
 def run(store, workers, only):

@@ -1,43 +1,59 @@
-"""The driver: plan -> skip what the store marks done -> submit -> write results as they arrive.
+"""The driver: plan -> skip what the store marks done -> cut points into works -> submit -> assemble
+points from their works -> write them as they arrive.
 
     points = plan.points                       # sweeps/planner.py
     todo   = points not done in the ledger     # results/store.py (damaged points were reset to pending)
-    tasks  = cheap points batched (execute_batch), costly ones alone (execute_point, Dask retries)
-    for each finished task: writer.done / writer.failed per point (buffered)
+    works  = each point's task generator (core.models.Method.tasks): its seeds, Monte-Carlo blocks or
+             search probes, in stages; a method without one is a single work (the whole point)
+    tasks  = works submitted as Dask tasks: cheap works batched (execute_batch), costly ones alone
+             (execute_work, with Dask retries)
+    for each finished work: kept (results/parts.py) until its point has all its works; then the point
+             is assembled here and written with writer.done / writer.failed (buffered)
     every FLUSH_S (or so): writer.flush(), chunk by chunk, data first and done flags last
 
-Batching: the first tasks hold one point each; from then on a task holds as many points as fit in
-TASK_S of measured runtime (at most MAX_BATCH, and few enough that every worker still gets a share of
-the tail). Tasks are submitted a window at a time, so the driver's memory does not grow with the plan.
+A point's generator runs here, in the driver (bookkeeping and assembly only, no heavy numerics): it
+yields lists of works, receives their results, and returns the point's outputs. The works themselves
+are plain Dask tasks with no dependencies on one another, so nothing nests, nothing waits on a worker,
+and one worker is enough (no deadlock); the scheduler places them. The values do not depend on how a
+point is cut: `Method.run` drives the same generator serially.
 
-Two failure paths stay apart: an exception raised by a point is retried `retries` times (by Dask for a
-lone point; a point that raised inside a batch is resubmitted alone with the retries left) and then
-recorded as `failed: <Exception>`; a worker that dies (killed, out of memory) has its tasks rescheduled
-on the others by the scheduler, and a batch that kills workers repeatedly is split into lone points, so
-only the point that kills workers ends as `failed: killed ...`. Nothing is silently dropped: every
-submitted point ends done or failed, or stays pending if the driver itself is interrupted, and the next
-run picks pending points up.
+Batching: the first tasks hold one work each; from then on a task holds as many works as fit in TASK_S
+of measured runtime (at most MAX_BATCH, and few enough that every worker still gets a share of the
+tail), so the seeds of a cheap GAMP point run as one block and those of a costly one spread over the
+cluster. Points are started as the queue needs works, so the driver's memory does not grow with the
+plan.
+
+Failures stay apart: a work that raises is retried `retries` times (by Dask for a lone work; a work
+that raised inside a batch is resubmitted alone with the retries left), then its point is recorded as
+`failed: <work>: <Exception>` and its other works are kept, so `retry-failed` recomputes only the one
+that failed. A worker that dies has its tasks rescheduled by the scheduler; a batch that kills workers
+repeatedly is split into lone works, so only the work that kills workers ends its point as `failed:
+killed ...`. Nothing is silently dropped: every submitted point ends done or failed, or stays pending
+(with its finished works kept) if the driver itself is interrupted, and the next run picks it up.
 """
 
 from __future__ import annotations
 
 import collections
 import hashlib
+import json
 import os
+import re
 import socket
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from seqphase.cluster.tasks import execute_batch, execute_point
+from seqphase.cluster.tasks import execute_batch, execute_work
+from seqphase.core.models import Work, check_outputs, point_stream, run_point
+from seqphase.results.parts import Parts
 from seqphase.results.store import DONE, FAILED
-from seqphase.sweeps.planner import make_point, payload
+from seqphase.sweeps.planner import make_point
 
 DEFAULT_RETRIES = 2
 FLUSH_S = 1.0        # write buffered points at least this often (seconds)
 TASK_S = 0.5         # aim for tasks of about this much compute (seconds)
-MAX_BATCH = 512      # points in one task, at most
-SHARED = ("model", "method", "settings", "seed_entropy")  # payload keys common to all points of a plan
+MAX_BATCH = 512      # works in one task, at most
 
 
 @dataclass
@@ -49,6 +65,7 @@ class RunSummary:
     done: int
     failed: int
     elapsed_s: float
+    width: dict = field(default_factory=dict)   # measured work, longest chain, tasks (Width.record)
 
     def line(self):
         text = (f"{self.done} computed, {self.failed} failed, {self.already_done} already done "
@@ -90,8 +107,17 @@ def failed_points(plan, group):
     return points
 
 
+def stored_hashes(group):
+    status, hashes = group.ledger()
+    return set(hashes[status == DONE].tolist())
+
+
 def run_sweep(plan, group, client, *, mode="resume", retries=DEFAULT_RETRIES, progress=True, stream=None,
-              flush_s=FLUSH_S):
+              flush_s=FLUSH_S, submit_ahead=0, task_log=None):
+    """Compute the plan's points that are not done and store them. `submit_ahead`: tasks to keep
+    submitted at least (an adaptive cluster sizes itself from the tasks its scheduler knows of);
+    otherwise twice the cluster's threads. `task_log`: a file to which each stored point appends one
+    JSON line {"point": hash, "stages": [[runtime_s of each work], ...]} (benchmarks/parallelism.py)."""
     stream = stream or sys.stderr
     started = time.perf_counter()
     if mode == "retry-failed":
@@ -100,6 +126,8 @@ def run_sweep(plan, group, client, *, mode="resume", retries=DEFAULT_RETRIES, pr
         stream.write(f"seqphase: {group.damaged_cells} points had damaged data ({len(group.repaired)} chunks "
                      "failed their checksum) and are pending again\n")
     todo, already_done, skipped_failed = select_points(plan, group, mode)
+    parts = Parts(group.store.path, group.name)
+    parts.prune(stored_hashes(group))
     run_index = group.start_run({"mode": mode, "host": socket.gethostname(), "pid": os.getpid(),
                                  "scheduler": client.scheduler.address, "submitted": len(todo),
                                  "slurm_job_id": os.environ.get("SLURM_JOB_ID", ""),
@@ -107,73 +135,223 @@ def run_sweep(plan, group, client, *, mode="resume", retries=DEFAULT_RETRIES, pr
     writer = group.writer()
     writer.mark_pending([(index, point.hash) for point, index in todo])
     meter = Progress(len(todo), stream, enabled=progress)
-    tasks = _Tasks(plan, client, todo, retries)
-    done = failed = 0
+    tasks = _Tasks(plan, client, todo, retries, writer, parts, submit_ahead, task_log)
     try:
         for future in tasks.completed():
-            items, retries_left = tasks.take(future)
-            try:
-                result = future.result()
-            except Exception as exc:  # a lone point's own error after its retries, or KilledWorker
-                if len(items) > 1:
-                    tasks.split(items)  # find the point at fault: each alone, with the retries
-                else:
-                    point, index = items[0]
-                    writer.failed(index, point.hash, failure_reason(exc))
-                    failed += 1
-            else:
-                for (point, index), res in zip(items, [result] if len(items) == 1 else result):
-                    if "error" not in res:
-                        writer.done(index, point.hash, res["data"], res["meta"])
-                        tasks.record(res["meta"]["runtime_s"])
-                        done += 1
-                    elif retries_left > 0:
-                        tasks.alone((point, index), retries_left - 1)
-                    else:
-                        writer.failed(index, point.hash, res["error"], res["meta"])
-                        failed += 1
-            future.release()
+            tasks.collect(future)
             if writer.due(flush_s):
-                writer.flush()
-            meter.update(done, failed)
+                tasks.flush()
+            meter.update(tasks.done, tasks.failed)
             tasks.fill()
-        writer.flush()
+        tasks.flush()
     except BaseException as exc:
         tasks.cancel()
         try:
-            writer.flush()  # what was computed is kept
+            tasks.flush()  # what was computed is kept
         finally:
-            group.finish_run(run_index, {"done": done, "failed": failed,
-                                         "outcome": f"interrupted ({type(exc).__name__})"})
+            group.finish_run(run_index, {"done": tasks.done, "failed": tasks.failed,
+                                         "outcome": f"interrupted ({type(exc).__name__})", **tasks.width.record()})
             group.store.consolidate()
             meter.close()
         raise
     meter.close()
     summary = RunSummary(total=len(plan.points), already_done=already_done, skipped_failed=skipped_failed,
-                         submitted=len(todo), done=done, failed=failed, elapsed_s=time.perf_counter() - started)
-    group.finish_run(run_index, {"done": done, "failed": failed, "outcome": "finished",
-                                 "elapsed_s": round(summary.elapsed_s, 3)})
+                         submitted=len(todo), done=tasks.done, failed=tasks.failed,
+                         elapsed_s=time.perf_counter() - started, width=tasks.width.record())
+    group.finish_run(run_index, {"done": tasks.done, "failed": tasks.failed, "outcome": "finished",
+                                 "elapsed_s": round(summary.elapsed_s, 3), **summary.width})
     problem = group.store.consolidate()
     if problem:
         stream.write(f"seqphase: note: metadata not consolidated ({problem})\n")
     return summary
 
 
-class _Tasks:
-    """Submission of a plan's points as Dask tasks: batches sized from measured runtimes, a bounded
-    window in flight, lone resubmission of points that raised or of batches whose workers died."""
+def whole_point(plan, point):
+    """The task generator of a method without `tasks`: one work, the whole point."""
+    kwargs = {"model_name": plan.sweep.model, "method": plan.sweep.method, "params": point.params,
+              "settings": plan.sweep.settings, "seed_entropy": plan.sweep.seed, "seed_key": point.seed_key}
+    results = yield [Work("point", run_point, kwargs)]
+    return results["point"]
 
-    def __init__(self, plan, client, todo, retries):
+
+class _Point:
+    """A point in flight: its task generator, the works of the current stage, their results so far, and
+    the works' metadata (runtime, where they ran)."""
+
+    def __init__(self, point, index, generator, split, kept):
+        self.point, self.index, self.generator, self.split = point, index, generator, split
+        self.kept = kept              # {key: result} finished by earlier runs (split points only)
+        self.waiting = set()          # keys of the current stage not finished yet
+        self.results = {}             # key -> result, current stage
+        self.metas = []
+        self.stages = []              # runtime_s of each finished work, per stage (the task log)
+        self.over = False             # stored, or recorded failed
+
+
+class Width:
+    """How wide the run's task graph was, measured: work (CPU-s summed over works), the longest chain of
+    works of one point (stages add up; the works of a stage run side by side), the number of works and
+    the longest one. Parallelism = work / longest chain: past that many workers, more would idle."""
+
+    def __init__(self):
+        self.work_s = self.chain_s = self.longest_s = 0.0
+        self.works = self.points = 0
+
+    def add_work(self, runtime_s):
+        self.work_s += runtime_s
+        self.works += 1
+        self.longest_s = max(self.longest_s, runtime_s)
+
+    def add_point(self, chain_s):
+        self.points += 1
+        self.chain_s = max(self.chain_s, chain_s)
+
+    def record(self):
+        if not self.works:
+            return {}
+        return {"works": self.works, "work_s": round(self.work_s, 3), "chain_s": round(self.chain_s, 3),
+                "longest_work_s": round(self.longest_s, 3)}
+
+
+class _Tasks:
+    """Submission of the plan's points as Dask tasks: points cut into works by their generators, works
+    batched by measured runtime, a bounded window in flight, lone resubmission of works that raised or of
+    batches whose workers died, assembly of finished points and their hand-over to the writer."""
+
+    def __init__(self, plan, client, todo, retries, writer, parts, submit_ahead=0, task_log=None):
         from distributed import as_completed
 
-        self.plan, self.client, self.retries = plan, client, retries
-        self.queue = collections.deque((item, retries, False) for item in todo)  # (item, retries, alone)
-        self.inflight = {}  # key -> (future, items, retries)
+        self.plan, self.client, self.retries, self.writer, self.parts = plan, client, retries, writer, parts
+        self.submit_ahead, self.task_log = submit_ahead, task_log
+        self.model = plan.model
+        self.split = self.model.method(plan.sweep.method).tasks is not None
+        self.unstarted = iter(todo)
+        self.n_unstarted = len(todo)
+        self.works_started = self.points_started = 0
+        self.queue = collections.deque()  # (point, work, retries, alone)
+        self.inflight = {}                # key -> (future, [(point, work)], retries)
         self.finished = as_completed()
         self.runtime_sum, self.runtime_n = 0.0, 0
         self._threads, self._threads_at = 1, -1e9
+        self.done = self.failed = 0
+        self.stored = []                  # split points handed to the writer since the last flush
+        self.width = Width()
         self.fill()
 
+    # -- points -------------------------------------------------------------------------------------
+    def start_next(self):
+        """Start the next point of the plan (its first stage of works joins the queue); False if none."""
+        for point, index in self.unstarted:
+            self.n_unstarted -= 1
+            self.points_started += 1
+            if self.split:
+                generator = self.model.tasks(self.plan.sweep.method, point.params, self.plan.sweep.settings,
+                                             point_stream(self.plan.sweep.seed, point.seed_key))
+                state = _Point(point, index, generator, True, self.parts.load(point.hash))
+            else:
+                state = _Point(point, index, whole_point(self.plan, point), False, {})
+            self.advance(state, None)
+            return True
+        return False
+
+    def advance(self, state, results):
+        """Send the finished stage's results to the point's generator; queue the next stage's works (those
+        kept from an earlier run are taken as they are), or store the point when it returns."""
+        while True:
+            try:
+                works = next(state.generator) if results is None else state.generator.send(results)
+            except StopIteration as stop:
+                self.store(state, stop.value)
+                return
+            except Exception as exc:  # noqa: BLE001 -- the generator's own error fails the point only
+                self.fail(state, f"{type(exc).__name__}: {exc}")
+                return
+            state.stages.append([])
+            state.results, state.waiting = {}, set()
+            for work in works:
+                if work.key in state.kept:
+                    state.results[work.key] = state.kept.pop(work.key)
+                else:
+                    state.waiting.add(work.key)
+                    self.queue.append((state, work, self.retries, False))
+                    self.works_started += 1
+            if state.waiting:
+                return
+            results = state.results
+
+    def store(self, state, outputs):
+        meta = combined_meta(state.metas)
+        if state.split:
+            try:
+                outputs = check_outputs(self.model, self.plan.sweep.method, self.plan.sweep.settings, outputs)
+            except Exception as exc:  # noqa: BLE001
+                self.fail(state, f"{type(exc).__name__}: {exc}")
+                return
+            self.stored.append(state.point.hash)
+        self.writer.done(state.index, state.point.hash, outputs, meta)
+        # the point's longest chain: its stages one after another, each as long as its longest work
+        self.width.add_point(sum(max(stage, default=0.0) for stage in state.stages))
+        if self.task_log:
+            with open(self.task_log, "a") as handle:
+                handle.write(json.dumps({"point": state.point.hash, "stages": state.stages}) + "\n")
+        state.over = True
+        self.done += 1
+
+    def fail(self, state, reason, meta=None):
+        if state.over:
+            return
+        state.over = True
+        self.writer.failed(state.index, state.point.hash, reason, meta or combined_meta(state.metas))
+        self.failed += 1
+
+    # -- results ------------------------------------------------------------------------------------
+    def collect(self, future):
+        """Take a finished task: each of its works' results goes to its point (kept on disk for split
+        points); a work that raised is retried alone, then fails its point."""
+        _, items, retries = self.inflight.pop(future.key)
+        try:
+            result = future.result()
+        except Exception as exc:  # a lone work's own error after its retries, or KilledWorker
+            if len(items) > 1:
+                self.split_batch(items)  # find the work at fault: each alone, with the retries
+            else:
+                state, work = items[0]
+                self.fail(state, _named(state, work, failure_reason(exc)))
+        else:
+            for (state, work), res in zip(items, [result] if len(items) == 1 else result):
+                if "error" not in res:
+                    self.finish_work(state, work, res)
+                elif retries > 0 and not state.over:
+                    self.queue.appendleft((state, work, retries - 1, True))
+                else:
+                    self.fail(state, _named(state, work, res["error"]), res["meta"])
+        future.release()
+
+    def finish_work(self, state, work, res):
+        runtime = res["meta"]["runtime_s"]
+        self.runtime_sum += runtime
+        self.runtime_n += 1
+        self.width.add_work(runtime)
+        state.metas.append(res["meta"])
+        state.stages[-1].append(runtime)
+        if state.split:
+            # kept until the point is stored, also when the point already failed on another work
+            self.parts.save(state.point.hash, work.key, res["result"])
+        if state.over or work.key not in state.waiting:
+            return
+        state.waiting.discard(work.key)
+        state.results[work.key] = res["result"]
+        if not state.waiting:
+            self.advance(state, state.results)
+
+    def flush(self):
+        """Write the buffered points; then drop the kept works of the split points just stored."""
+        self.writer.flush()
+        for point_hash in self.stored:
+            self.parts.drop(point_hash)
+        self.stored = []
+
+    # -- submission ---------------------------------------------------------------------------------
     def completed(self):
         while self.inflight:
             idle = time.perf_counter()
@@ -184,20 +362,10 @@ class _Tasks:
                     idle = time.perf_counter()
             yield next(self.finished)
 
-    def take(self, future):
-        _, items, retries = self.inflight.pop(future.key)
-        return items, retries
-
-    def record(self, runtime_s):
-        self.runtime_sum += runtime_s
-        self.runtime_n += 1
-
-    def alone(self, item, retries):
-        self.queue.appendleft((item, retries, True))
-
-    def split(self, items):
-        for item in reversed(items):
-            self.queue.appendleft((item, self.retries, True))
+    def split_batch(self, items):
+        for state, work in reversed(items):
+            if not state.over:
+                self.queue.appendleft((state, work, self.retries, True))
 
     def threads(self):
         now = time.perf_counter()
@@ -206,41 +374,84 @@ class _Tasks:
             self._threads_at = now
         return self._threads
 
+    def remaining_works(self):
+        """Works queued plus an estimate for the points not started yet."""
+        per_point = self.works_started / self.points_started if self.points_started else 1.0
+        return len(self.queue) + self.n_unstarted * per_point
+
     def batch_size(self):
         if not self.runtime_n:
             return 1
         size = int(TASK_S * self.runtime_n / max(self.runtime_sum, 1e-9))
-        share = -(-len(self.queue) // (2 * self.threads()))  # keep the tail spread over the workers
+        share = -(-int(self.remaining_works()) // (2 * self.threads()))  # keep the tail spread over the workers
         return max(1, min(size, MAX_BATCH, share))
 
+    def next_work(self, batchable_only=False):
+        """The next queued work of a point still open (starting points as needed), or None."""
+        while True:
+            while not self.queue:
+                if not self.start_next():
+                    return None
+            if batchable_only and self.queue[0][3]:
+                return None
+            entry = self.queue.popleft()
+            if not entry[0].over:
+                return entry
+
     def fill(self):
-        window = 2 * self.threads() + 2
-        while self.queue and len(self.inflight) < window:
-            item, retries, alone = self.queue.popleft()
-            items = [item]
+        window = max(2 * self.threads() + 2, self.submit_ahead)
+        while len(self.inflight) < window:
+            entry = self.next_work()
+            if entry is None:
+                return
+            state, work, retries, alone = entry
+            items = [(state, work)]
             if not alone:
                 size = self.batch_size()
-                while self.queue and len(items) < size and not self.queue[0][2]:
-                    items.append(self.queue.popleft()[0])
+                while len(items) < size:
+                    more = self.next_work(batchable_only=True)
+                    if more is None:
+                        break
+                    items.append(more[:2])
             self._submit(items, retries)
 
     def _submit(self, items, retries):
+        # Keys start with words shared by like tasks ("seqphase-gamp-seed-<hash>-seed-3"): the scheduler
+        # learns task durations per key prefix, and an adaptive cluster sizes itself from them.
+        prefix = f"seqphase-{self.plan.sweep.method}"
         if len(items) == 1:
-            point, _ = items[0]
-            future = self.client.submit(execute_point, payload(self.plan, point), key=point.hash,
-                                        retries=retries, pure=False)
+            state, work = items[0]
+            kind = re.sub(r"[^a-z]", "", work.key.split("-")[0].lower()) or "work"
+            key = f"{prefix}-{kind}-{state.point.hash}-{work.key}"
+            future = self.client.submit(execute_work, work.fn, work.kwargs, key=key, retries=retries, pure=False)
         else:
-            full = [payload(self.plan, point) for point, _ in items]
-            common = {k: full[0][k] for k in SHARED}
-            points = [{k: v for k, v in p.items() if k not in SHARED} for p in full]
-            key = "seqphase-batch-" + hashlib.sha256("".join(p.hash for p, _ in items).encode()).hexdigest()[:32]
-            # No Dask retries for a batch: its points catch their own errors (retried alone by the driver).
-            future = self.client.submit(execute_batch, common, points, key=key, retries=0, pure=False)
+            names = "".join(state.point.hash + work.key for state, work in items)
+            key = f"{prefix}-batch-" + hashlib.sha256(names.encode()).hexdigest()[:32]
+            # No Dask retries for a batch: its works catch their own errors (retried alone by the driver).
+            future = self.client.submit(execute_batch, [(work.fn, work.kwargs) for _, work in items], key=key,
+                                        retries=0, pure=False)
         self.inflight[future.key] = (future, items, retries)
         self.finished.add(future)
 
     def cancel(self):
         self.client.cancel([future for future, _, _ in self.inflight.values()])
+
+
+def _named(state, work, reason):
+    """A failure reason, prefixed with the work for a split point ("seed-3: ValueError: ...")."""
+    return f"{work.key}: {reason}" if state.split else reason
+
+
+def combined_meta(metas):
+    """One ledger entry for a point from its works' metadata: runtime summed (CPU-s), the host, worker and
+    SLURM job of the first work, with the count of the others where they differ."""
+    if not metas:
+        return {}
+    meta = {"runtime_s": sum(m["runtime_s"] for m in metas)}
+    for key in ("host", "worker", "slurm_job_id"):
+        values = list(dict.fromkeys(m.get(key, "") for m in metas))
+        meta[key] = values[0] if len(values) == 1 else f"{values[0]} +{len(values) - 1}"
+    return meta
 
 
 def failure_reason(exc):

@@ -10,7 +10,9 @@ A small TOML profile describes the worker jobs (every key optional):
     walltime = "04:00:00"              # sbatch -t, any SLURM time format
     lifetime = "3h30m"                 # worker --lifetime (default: walltime - 10% - stagger)
     lifetime_stagger = "10m"           # worker --lifetime-stagger (default: 5% of walltime, <= 10m)
-    jobs = 4                           # worker jobs kept alive (override: --jobs)
+    jobs = 4                           # worker jobs kept alive (override: --jobs), or "auto":
+    min_jobs = 1                       #   with jobs = "auto", adaptive between min_jobs
+    max_jobs = 16                      #   and max_jobs worker jobs (growing while tasks queue)
     job_extra_directives = ["--qos=normal", "--constraint=xeon"]
     job_directives_skip = ["--mem"]    # generated #SBATCH lines containing these are dropped
     job_script_prologue = ["module load python/3.11"]
@@ -27,7 +29,12 @@ A small TOML profile describes the worker jobs (every key optional):
     job_extra_directives = []
 
 The workers are kept at `jobs` by `adapt(minimum_jobs=jobs, maximum_jobs=jobs)`: a plain `scale()` never
-replaces a job lost to `scancel`, walltime or a node failure, adapt does. Workers retire themselves at
+replaces a job lost to `scancel`, walltime or a node failure, adapt does. With `jobs = "auto"` (or
+`--jobs auto`) the same adaptive scaling runs between `min_jobs` and `max_jobs`: Dask's scheduler asks for
+as many workers as finish the queued tasks within its target duration (5 s), so the allocation grows
+while a sweep's seeds, blocks and probes queue and shrinks as they drain (an idle worker is retired after
+ADAPT_WAIT_COUNT intervals), and the driver submits enough tasks ahead (`submit_ahead`) for the scheduler
+to see the queue. Workers retire themselves at
 `lifetime` (staggered, below the walltime), so their tasks move elsewhere before SLURM kills them, and
 adapt submits a fresh job in their place.
 
@@ -63,7 +70,10 @@ from seqphase.core.errors import ClusterError
 WORKER_JOB_PREFIX = "seqphase-worker"
 DRIVER_JOB_PREFIX = "seqphase-driver"
 DEFAULT_JOBS = 2
+AUTO = "auto"
+DEFAULT_MAX_JOBS = 16
 ADAPT_INTERVAL = "2s"
+ADAPT_WAIT_COUNT = 3  # intervals a worker is idle (or above the target) before adapt retires it
 # How long the cluster waits for a vanished worker to come back before it forgets its job, after
 # which adapt submits a replacement (Dask's default, 15 s, made replacements take about 17 s).
 LOST_WORKER_TIMEOUT = "4s"
@@ -89,7 +99,9 @@ class Profile:
     walltime: str = "01:00:00"
     lifetime: str | None = None
     lifetime_stagger: str | None = None
-    jobs: int = DEFAULT_JOBS
+    jobs: int | str = DEFAULT_JOBS    # or AUTO: adaptive between min_jobs and max_jobs
+    min_jobs: int = 1
+    max_jobs: int = DEFAULT_MAX_JOBS
     job_extra_directives: list = dataclasses.field(default_factory=list)
     job_directives_skip: list = dataclasses.field(default_factory=list)
     job_script_prologue: list = dataclasses.field(default_factory=list)
@@ -106,6 +118,19 @@ class Profile:
     @property
     def n_processes(self):
         return self.processes or self.cores
+
+    @property
+    def adaptive(self):
+        return self.jobs == AUTO
+
+    def job_range(self):
+        """(minimum, maximum) worker jobs: both `jobs` when fixed."""
+        return (self.min_jobs, self.max_jobs) if self.adaptive else (self.jobs, self.jobs)
+
+    def submit_ahead(self):
+        """Tasks the driver should keep submitted: enough for every worker of the largest allocation
+        (the scheduler sizes an adaptive allocation from the tasks it knows of)."""
+        return 2 * self.job_range()[1] * self.n_processes
 
     def lifetimes(self, strict=True):
         """(lifetime, stagger) in seconds, or (None, None) for an unlimited walltime (or, unless
@@ -157,7 +182,8 @@ class Profile:
     def summary(self):
         lifetime, stagger = self.lifetimes()
         life = f", lifetime {lifetime:.0f}s±{stagger:.0f}s" if lifetime else ""
-        return (f"{self.jobs} worker jobs x {self.n_processes} processes on partition "
+        jobs = f"{self.min_jobs}-{self.max_jobs} (adaptive)" if self.adaptive else f"{self.jobs}"
+        return (f"{jobs} worker jobs x {self.n_processes} processes on partition "
                 f"{self.partition or '(default)'}, {self.cores} cores, {self.memory}, walltime {self.walltime}{life}")
 
 
@@ -170,14 +196,15 @@ def _worker_environ_prologue():
 # -- profile loading --------------------------------------------------------------------------------
 _TYPES = {
     "partition": (str,), "account": (str,), "cores": (int,), "processes": (int,), "memory": (str,),
-    "walltime": (str, int), "lifetime": (str, int), "lifetime_stagger": (str, int), "jobs": (int,),
+    "walltime": (str, int), "lifetime": (str, int), "lifetime_stagger": (str, int), "jobs": (int, str),
+    "min_jobs": (int,), "max_jobs": (int,),
     "job_extra_directives": (list,), "job_directives_skip": (list,), "job_script_prologue": (list,),
     "interface": (str,), "local_directory": (str,), "log_directory": (str,), "death_timeout": (int,),
     "allowed_failures": (int,), "python": (str,),
 }
 _DRIVER_TYPES = {"partition": (str,), "account": (str,), "walltime": (str, int), "cpus": (int,),
                  "memory": (str,), "job_extra_directives": (list,)}
-_POSITIVE = {"cores", "processes", "jobs", "death_timeout", "cpus"}
+_POSITIVE = {"cores", "processes", "jobs", "min_jobs", "max_jobs", "death_timeout", "cpus"}
 
 
 def load_profile(path=None, *, jobs=None, partition=None, walltime=None):
@@ -201,9 +228,11 @@ def load_profile(path=None, *, jobs=None, partition=None, walltime=None):
     driver_values = _checked(driver_raw, _DRIVER_TYPES, source, "driver.")
     profile = Profile(**values, driver=DriverJob(**driver_values), source=source)
     if jobs is not None:
-        if jobs < 1:
-            raise ClusterError("--jobs", f"{jobs} is not a positive number of worker jobs", "use --jobs 1 or more")
-        profile.jobs = jobs
+        profile.jobs = parse_jobs(jobs, "--jobs")
+    profile.jobs = parse_jobs(profile.jobs, f"{source}: jobs")
+    if profile.min_jobs > profile.max_jobs:
+        raise ClusterError(f"{source}: min_jobs", f"min_jobs = {profile.min_jobs} exceeds max_jobs = {profile.max_jobs}",
+                           "set min_jobs <= max_jobs")
     if partition is not None:
         profile.partition = partition
     if walltime is not None:
@@ -218,6 +247,20 @@ def load_profile(path=None, *, jobs=None, partition=None, walltime=None):
     return profile
 
 
+def parse_jobs(value, where):
+    """A number of worker jobs (>= 1) or "auto" (adaptive between min_jobs and max_jobs)."""
+    if isinstance(value, str) and value.strip().lower() == AUTO:
+        return AUTO
+    try:
+        jobs = int(value)
+    except (TypeError, ValueError):
+        jobs = None
+    if jobs is None or isinstance(value, bool) or jobs < 1 or (isinstance(value, float) and value != jobs):
+        raise ClusterError(where, f"{value!r} is not a positive number of worker jobs nor \"auto\"",
+                           "use 1 or more, or auto (adaptive between min_jobs and max_jobs)")
+    return jobs
+
+
 def _checked(raw, types, source, prefix):
     out = {}
     for key, value in raw.items():
@@ -230,7 +273,7 @@ def _checked(raw, types, source, prefix):
             raise ClusterError(where, f"{value!r} is not {kinds}", "fix its type in the profile")
         if isinstance(value, list) and not all(isinstance(v, str) for v in value):
             raise ClusterError(where, "must be a list of strings", 'write e.g. ["--qos=normal"]')
-        if key in _POSITIVE and value < 1:
+        if key in _POSITIVE and isinstance(value, int) and value < 1:
             raise ClusterError(where, f"{value} is not positive", "use 1 or more")
         if key in ("walltime", "lifetime", "lifetime_stagger") and isinstance(value, int):
             value = str(value) if key == "walltime" else f"{value}s"
@@ -427,8 +470,9 @@ def connect_slurm(profile, stream=None):
         cluster = SLURMCluster(scheduler_options={"dashboard_address": ":0"}, silence_logs=logging.ERROR,
                                **profile.job_kwargs(log_directory))
         try:
-            cluster.adapt(minimum_jobs=profile.jobs, maximum_jobs=profile.jobs, interval=ADAPT_INTERVAL,
-                          wait_count=3)
+            minimum, maximum = profile.job_range()
+            cluster.adapt(minimum_jobs=minimum, maximum_jobs=maximum, interval=ADAPT_INTERVAL,
+                          wait_count=ADAPT_WAIT_COUNT)
             print(f"seqphase: slurm: {profile.summary()}; scheduler {cluster.scheduler_address}; "
                   f"job logs in {log_directory}", file=stream)
             with Client(cluster) as client:

@@ -1,9 +1,11 @@
-"""What a worker runs: one point, or a batch of cheap points, timed and labelled with where it ran.
+"""What a worker runs: one work of a point (a whole point, a seed, a Monte-Carlo block, a probe), or a
+batch of cheap works, timed and labelled with where it ran.
 
-The worker imports only `seqphase.core`; it returns the points' arrays to the driver, which is the only
-writer of the store. A batch runs its points one after the other, each exactly as `execute_point` would
-(same random stream, its own runtime_s, host, worker, SLURM job id); a point that raises is returned
-with its reason and the rest of the batch still runs (the driver retries it alone, then records it).
+A work is `fn(**kwargs)` (`seqphase.core.models.Work`); the worker imports only `seqphase.core` and
+returns the results to the driver, which assembles points and is the only writer of the store. A batch
+runs its works one after the other, each exactly as `execute_work` would (same random stream, its own
+runtime_s, host, worker, SLURM job id); a work that raises comes back with its reason and the rest of
+the batch still runs (the driver retries it alone, then records its point as failed).
 """
 
 from __future__ import annotations
@@ -13,29 +15,34 @@ import socket
 import time
 
 
+def execute_work(fn, kwargs):
+    """Run one work; its exception propagates (so Dask's retries apply to a lone task)."""
+    started = time.perf_counter()
+    result = fn(**kwargs)
+    return {"result": result, "meta": _meta(time.perf_counter() - started)}
+
+
+def execute_batch(works):
+    """Run several works, given as (fn, kwargs) pairs. Returns one entry per work, in order:
+    {"result", "meta"} or {"error": "<Exception>: <message>", "meta"}."""
+    results = []
+    for fn, kwargs in works:
+        started = time.perf_counter()
+        try:
+            results.append(execute_work(fn, kwargs))
+        except Exception as exc:  # noqa: BLE001 -- recorded per work; the batch goes on
+            results.append({"error": error_text(exc), "meta": _meta(time.perf_counter() - started)})
+    return results
+
+
 def execute_point(payload):
-    """Compute one point from its plain-data payload (see `seqphase.sweeps.planner.payload`)."""
+    """Compute one whole point from its plain-data payload (`seqphase.sweeps.planner.payload`)."""
     from seqphase.core.models import run_point
 
     started = time.perf_counter()
     data = run_point(payload["model"], payload["method"], payload["params"], payload["settings"],
                      payload["seed_entropy"], payload["seed_key"])
     return {"hash": payload["hash"], "data": data, "meta": _meta(time.perf_counter() - started)}
-
-
-def execute_batch(common, points):
-    """Compute several points: `common` holds what they share (model, method, settings, seed), each of
-    `points` its params, seed_key and hash. Returns one result per point, in order; a point that raised
-    comes back as {"hash", "error": "<Exception>: <message>", "meta"}."""
-    results = []
-    for point in points:
-        started = time.perf_counter()
-        try:
-            result = execute_point({**common, **point})
-        except Exception as exc:  # noqa: BLE001 -- recorded per point; the batch goes on
-            result = {"hash": point["hash"], "error": error_text(exc), "meta": _meta(time.perf_counter() - started)}
-        results.append(result)
-    return results
 
 
 def error_text(exc):

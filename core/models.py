@@ -130,6 +130,41 @@ class Layout:
     variables: dict
 
 
+@dataclass(frozen=True)
+class Work:
+    """One task of a point: `fn(**kwargs)`, run on a worker. `key` names it within the point ("seed-3",
+    "shared", "probe-2-1") and is the same on every run of the point, so a resumed point reuses the
+    works that finished before (the driver keeps their results until the point is stored). `fn` is a
+    module-level function or a bound method of a Method (both pickle by reference); `kwargs` plain data."""
+
+    key: str
+    fn: object
+    kwargs: dict
+
+
+def drive(tasks, execute=None):
+    """Run a point's task generator (`Method.tasks`) to its end in this process: each yielded list of
+    Works is executed (by `execute(work)`, default `work.fn(**work.kwargs)`), the results are sent
+    back as {key: result}, and the generator's return value (the point's outputs) is returned. The
+    serial `run` of a method with tasks, and the reference the driver's distributed execution must
+    equal bit for bit."""
+    execute = execute or (lambda work: work.fn(**work.kwargs))
+    try:
+        works = next(tasks)
+        while True:
+            works = tasks.send({work.key: execute(work) for work in works})
+    except StopIteration as stop:
+        return stop.value
+
+
+def children(seed_sequence, k, start=0):
+    """Children `start .. start + k - 1` of a SeedSequence by spawn key (entropy, key + (i,)): what
+    `spawn(k)` returns on a fresh sequence, but independent of how often the sequence was spawned
+    before, so seed s is the same stream whether it runs alone on a worker or in a loop."""
+    return [np.random.SeedSequence(seed_sequence.entropy, spawn_key=tuple(seed_sequence.spawn_key) + (i,),
+                                   pool_size=seed_sequence.pool_size) for i in range(start, start + k)]
+
+
 @dataclass
 class Method:
     """A method of a model ("se", "gamp", "threshold", ...): its settings, algorithm version, the grid
@@ -164,6 +199,66 @@ class Method:
         from seqphase.core import figures
 
         return figures.generic(plt, ds, self.name, companions)
+
+    # A method whose point splits into independent works (seeds, Monte-Carlo blocks, search probes)
+    # defines `tasks(params, settings, seed_sequence)`: a generator that yields lists of Works, receives
+    # {key: result} for each list, and returns the point's outputs (see SeededMethod). The driver runs
+    # the works as separate Dask tasks; `run` drives the same generator serially. None: one task a point.
+    tasks = None
+
+
+class SeededMethod(Method):
+    """A method whose point is `settings[seeds]` independent instances ("seeds") plus outputs shared by
+    all of them (e.g. the SE prediction at the point). Each seed is its own Work, so a point's seeds run
+    on as many workers as there are; `run` executes the same works one after the other, so the stored
+    values do not depend on how the point was cut.
+
+    A subclass implements `run_seed(params, settings, stream)` -> {variable: value of this seed} (the
+    variables whose first dim is `seed`, without that dim) and, if the point has outputs without a seed
+    dim, `run_shared(params, settings, seed_sequence)` -> {variable: value}; a variable without a seed
+    dim that `run_shared` does not return is taken from seed 0's result (a quantity every seed computes
+    alike, e.g. the epochs at which a training run logs). Seed s draws from child s of the point's
+    SeedSequence (`seed_streams`), so seed s is the same instance whatever n_seeds is.
+    """
+
+    seeds = "n_seeds"   # the setting that counts the seeds (the length of the `seed` dim)
+    shared = False      # True when run_shared returns outputs
+
+    def seed_streams(self, seed_sequence, n):
+        return children(seed_sequence, n)
+
+    def check_seed(self, params, settings):
+        """Validation repeated by each seed's work (default: `check`)."""
+        self.check(params, settings)
+
+    def run_seed(self, params, settings, stream):  # pragma: no cover - abstract
+        raise NotImplementedError(f"{type(self).__name__} does not define run_seed()")
+
+    def run_shared(self, params, settings, seed_sequence):
+        return {}
+
+    def tasks(self, params, settings, seed_sequence):
+        n = settings[self.seeds]
+        works = [Work("shared", self.run_shared, {"params": params, "settings": settings,
+                                                   "seed_sequence": seed_sequence})] if self.shared else []
+        works += [Work(f"seed-{s}", self.run_seed, {"params": params, "settings": settings, "stream": stream})
+                  for s, stream in enumerate(self.seed_streams(seed_sequence, n))]
+        results = yield works
+        return self.assemble(settings, [results[f"seed-{s}"] for s in range(n)], results.get("shared", {}))
+
+    def assemble(self, settings, per_seed, shared):
+        """The point's outputs from its seeds' results (stacked along `seed`, in seed order) and the
+        shared ones."""
+        out = dict(shared)
+        for name, var in self.layout(settings).variables.items():
+            if var.dims[:1] == ("seed",):
+                out[name] = np.stack([np.asarray(result[name]) for result in per_seed])
+            elif name not in out:
+                out[name] = per_seed[0][name]
+        return out
+
+    def run(self, params, settings, seed_sequence):
+        return drive(self.tasks(params, settings, seed_sequence))
 
 
 @dataclass
@@ -240,6 +335,11 @@ class Model:
     def figure(self, method, plt, ds, companions=None):
         return self.method(method).figure(plt, ds, companions or {})
 
+    def tasks(self, method, params, settings, seed_sequence):
+        """The point's task generator (Method.tasks), or None when the point is one task."""
+        m = self.method(method)
+        return None if m.tasks is None else m.tasks(dict(params), dict(settings), seed_sequence)
+
 
 #: The registry: model name -> "module:Class". Looked up by name only when a model is asked for, so
 #: `import seqphase` stays light, a broken optional model cannot break the CLI, and no module of a
@@ -289,8 +389,18 @@ def run_point(model_name, method, params, settings, seed_entropy, seed_key):
     the spec's seed and of the point's physical parameters only, so reruns draw the same instances.
     """
     model = get_model(model_name)
-    seed_sequence = np.random.SeedSequence(seed_entropy, spawn_key=tuple(seed_key))
-    out = model.run(method, dict(params), dict(settings), seed_sequence)
+    out = model.run(method, dict(params), dict(settings), point_stream(seed_entropy, seed_key))
+    return check_outputs(model, method, settings, out)
+
+
+def point_stream(seed_entropy, seed_key):
+    """The SeedSequence of a point: the spec's seed and the point's key (see `run_point`)."""
+    return np.random.SeedSequence(seed_entropy, spawn_key=tuple(seed_key))
+
+
+def check_outputs(model, method, settings, out):
+    """The outputs of a point as the layout's arrays (shape checked, dtype cast), or a RuntimeError."""
+    model_name = model.name
     layout = model.layout(method, settings)
     missing = set(layout.variables) - set(out)
     if missing:

@@ -4,7 +4,7 @@ import textwrap
 from pathlib import Path
 
 
-def write_spec(folder, name="toy", alpha="0.5:2:4", extra_params="", method_extra="", seed=7):
+def write_spec(folder, name="toy", alpha="0.5:2:4", extra_params="", method_extra="", seed=7, method="se"):
     path = Path(folder) / f"{name}.toml"
     path.write_text(textwrap.dedent(f"""\
         name = "{name}"
@@ -14,7 +14,7 @@ def write_spec(folder, name="toy", alpha="0.5:2:4", extra_params="", method_extr
         alpha = {alpha!r}
         {extra_params}
         [method]
-        name = "se"
+        name = "{method}"
         {method_extra}
         """).replace("'", '"'))
     return path

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, Variable
+from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, SeededMethod, Variable
 
 
 class ToySE(Method):
@@ -36,6 +36,34 @@ class ToySE(Method):
         return {"overlap": np.full((1, 1), value), "gen_error": 1.0 - value, "noise": noise}
 
 
+class ToySeeded(SeededMethod):
+    """A method cut into seeds: each seed sleeps `sleep` seconds, draws from its own stream and records
+    the process it ran in; `fail` makes seed 1 raise (always, or once per alpha)."""
+
+    shared = True
+
+    def layout(self, settings):
+        return Layout({"seed": np.arange(settings["n_seeds"])},
+                      {"noise": Variable(("seed",), "f8", "a draw of the seed's stream"),
+                       "pid": Variable(("seed",), "i8", "process that ran the seed"),
+                       "value": Variable((), "f8", "alpha/(1+alpha), shared by the seeds")})
+
+    def run_seed(self, params, settings, stream):
+        seed = stream.spawn_key[-1]
+        time.sleep(params["sleep"] + (settings["tail"] if seed == 0 else 0.0))
+        if seed == 1 and params["fail"] == "always":
+            raise RuntimeError(f"injected failure of seed 1 at alpha={params['alpha']}")
+        if seed == 1 and params["fail"] == "once":
+            marker = Path(os.environ["TOYMODEL_MARKERS"]) / f"seed-{params['alpha']!r}"
+            if not marker.exists():
+                marker.write_text("failed once")
+                raise RuntimeError(f"injected one-off failure of seed 1 at alpha={params['alpha']}")
+        return {"noise": np.random.default_rng(stream).standard_normal(), "pid": os.getpid()}
+
+    def run_shared(self, params, settings, seed_sequence):
+        return {"value": params["alpha"] / (1.0 + params["alpha"])}
+
+
 class ToyModel(Model):
     def __init__(self):
         super().__init__(
@@ -49,5 +77,9 @@ class ToyModel(Model):
                 "copies": Param("copies", "int", "unused integer parameter", 1, low=1, low_inclusive=True),
             },
             methods={"se": ToySE({"scale": Param("scale", "float", "output scale", 1.0, low=0.0)}, version=1,
-                                 doc="closed form")},
+                                 doc="closed form"),
+                     "seeded": ToySeeded({"n_seeds": Param("n_seeds", "int", "seeds", 4, low=1, low_inclusive=True),
+                                          "tail": Param("tail", "float", "extra seconds seed 0 sleeps", 0.0, low=0.0,
+                                                        low_inclusive=True)},
+                                         version=1, doc="seeds as tasks")},
         )

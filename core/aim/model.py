@@ -30,7 +30,7 @@ from seqphase.core.aim import se as se_mod
 from seqphase.core.aim import thresholds
 from seqphase.core.aim.channels import CHANNELS, HARDMAX_GOUT, make_channel
 from seqphase.core.errors import ParameterError
-from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, Variable
+from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, SeededMethod, Variable
 from seqphase.core.numerics import forward_fill, nan_log
 
 #: smallest alpha of the closed-form channels: the parametric curve ends at Delta = se.DELTA_MAX
@@ -171,8 +171,10 @@ _GAMP_SETTINGS = {
 }
 
 
-class GAMP(Method):
+class GAMP(SeededMethod):
     """GAMP-RIE on `n_seeds` instances of dimension d at one (alpha, rho, T, channel), with the SE error."""
+
+    shared = True
 
     def layout(self, settings):
         dims = {"seed": np.arange(settings["n_seeds"]), "iteration": np.arange(settings["max_iter"] + 1)}
@@ -191,27 +193,21 @@ class GAMP(Method):
     def check(self, params, settings):
         gamp_mod.teacher_rank(params["rho"], settings["d"])
 
-    def run(self, params, settings, seed_sequence):
+    def run_seed(self, params, settings, stream):
         alpha, rho, T = params["alpha"], params["rho"], params["T"]
         channel = make_channel(params["channel"], T, params.get("hardmax_gout", "exact"))
-        d, n_seeds, n_trace = settings["d"], settings["n_seeds"], settings["max_iter"] + 1
+        d, n_trace = settings["d"], settings["max_iter"] + 1
         gamp_mod.teacher_rank(rho, d)
         cavity = gamp_mod.default_cavity(channel) if settings["cavity"] == "auto" else settings["cavity"]
-        out = {name: np.full((n_seeds, n_trace), np.nan) for name in ("mse", "overlap", "mse_predicted")}
-        for name in ("n_iter", "converged", "diverged"):
-            out[name] = np.zeros(n_seeds, dtype=int)
-        # one child stream per seed: seed s of a point is the same instance whatever n_seeds is
-        for s, child in enumerate(seed_sequence.spawn(n_seeds)):
-            X, S, y = gamp_mod.sample_instance(channel, alpha, rho, d, np.random.default_rng(child))
-            trace = gamp_mod.run_gamp(channel, X, y, S, rho, max_iter=settings["max_iter"], damping=settings["damping"],
-                             tol=settings["tol"], cavity=cavity)
-            for name in ("mse", "overlap", "mse_predicted"):
-                out[name][s] = forward_fill(getattr(trace, name), n_trace)
-            out["n_iter"][s] = trace.n_iter
-            out["converged"][s] = int(trace.converged)
-            out["diverged"][s] = int(trace.diverged)
-        out["mse_se"] = se_error(params)
+        X, S, y = gamp_mod.sample_instance(channel, alpha, rho, d, np.random.default_rng(stream))
+        trace = gamp_mod.run_gamp(channel, X, y, S, rho, max_iter=settings["max_iter"], damping=settings["damping"],
+                                  tol=settings["tol"], cavity=cavity)
+        out = {name: forward_fill(getattr(trace, name), n_trace) for name in ("mse", "overlap", "mse_predicted")}
+        out.update(n_iter=trace.n_iter, converged=int(trace.converged), diverged=int(trace.diverged))
         return out
+
+    def run_shared(self, params, settings, seed_sequence):
+        return {"mse_se": se_error(params)}
 
     def figure(self, plt, ds, companions):
         return figures.plot_gamp(plt, ds, companions)
@@ -245,9 +241,11 @@ _GD_SETTINGS = {
 }
 
 
-class GD(Method):
+class GD(SeededMethod):
     """Full-batch GD (Adam) and averaged GD on the softmax AIM, n_seeds instances per point, against the
     SE error at the point (spec §4)."""
+
+    shared = True
 
     def layout(self, settings):
         return Layout({"seed": np.arange(settings["n_seeds"]),
@@ -267,17 +265,17 @@ class GD(Method):
                                  f"{params['channel']!r}", "use channel = \"softmax\"")
         gd_mod.student_width(params["rho"], settings["d"])
 
-    def run(self, params, settings, seed_sequence):
+    def run_seed(self, params, settings, stream):
         self.check(params, settings)
+        run = gd_mod.run_seed(alpha=float(params["alpha"]), rho=float(params["rho"]), T=int(params["T"]),
+                              d=settings["d"], n_students=settings["n_students"], steps=settings["steps"],
+                              lr=settings["lr"], log_every=settings["log_every"], beta=settings["beta"],
+                              seed_sequence=stream, precision=settings["precision"])
+        return {name: run[name] for name in ("mse_gd", "mse_agd", "train_loss")}
+
+    def run_shared(self, params, settings, seed_sequence):
         alpha, rho, T = float(params["alpha"]), float(params["rho"]), int(params["T"])
-        runs = [gd_mod.run_seed(alpha=alpha, rho=rho, T=T, d=settings["d"], n_students=settings["n_students"],
-                         steps=settings["steps"], lr=settings["lr"], log_every=settings["log_every"],
-                         beta=settings["beta"], seed_sequence=child, precision=settings["precision"])
-                for child in seed_sequence.spawn(settings["n_seeds"])]
-        return {"mse_gd": np.stack([r["mse_gd"] for r in runs]),
-                "mse_agd": np.stack([r["mse_agd"] for r in runs]),
-                "train_loss": np.stack([r["train_loss"] for r in runs]),
-                "mse_se": se_mod.closed_form_se(alpha, rho, se_mod.counting_k("softmax", T)).mse}
+        return {"mse_se": se_mod.closed_form_se(alpha, rho, se_mod.counting_k("softmax", T)).mse}
 
     def figure(self, plt, ds, companions):
         return figures.plot_gd(plt, ds, companions)

@@ -32,7 +32,7 @@ from seqphase.core.bsr import gamp as gamp_mod
 from seqphase.core.bsr import gd as gd_mod
 from seqphase.core.bsr import se as se_mod
 from seqphase.core.bsr.channels import BSRChannel
-from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, Variable
+from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, SeededMethod, Variable
 from seqphase.core.numerics import forward_fill
 
 _THRESHOLD_SETTINGS = {
@@ -106,8 +106,11 @@ _GAMP_SETTINGS = {
 }
 
 
-class _FiniteD(Method):
-    """A method on finite instances of token dimension `d` (setting): the sizes must be >= 1."""
+class _FiniteD(SeededMethod):
+    """A method on finite instances of token dimension `d` (setting), over `n_seeds` instances (the sizes
+    must be >= 1), with the SE error and other closed forms of the point as shared outputs."""
+
+    shared = True
 
     def check(self, params, settings):
         gamp_mod.sizes(params["alpha"], params["rho"], params["beta"], settings["d"])
@@ -135,24 +138,19 @@ class GAMP(_FiniteD):
             "mse_se": Variable((), "f8", "SE (Bayes-optimal) error at the same point"),
         })
 
-    def run(self, params, settings, seed_sequence):
+    def run_seed(self, params, settings, stream):
         alpha, rho, beta, delta, channel = self.point(params, settings)
-        n_seeds, n_trace = settings["n_seeds"], settings["max_iter"] + 1
-        out = {name: np.full((n_seeds, n_trace), np.nan) for name in ("mse", "mse_predicted", "zeta")}
-        for name in ("n_iter", "converged", "diverged"):
-            out[name] = np.zeros(n_seeds, dtype=int)
-        # one child stream per seed: seed s of a point is the same instance whatever n_seeds is
-        for s, child in enumerate(seed_sequence.spawn(n_seeds)):
-            trace = gamp_mod.run_seed(channel, alpha, rho, beta, settings["d"], child,
-                                      precision=settings["precision"], init_variance=settings["init_variance"],
-                                      max_iter=settings["max_iter"], damping=settings["damping"], tol=settings["tol"])
-            for name in ("mse", "mse_predicted", "zeta"):
-                out[name][s] = forward_fill(getattr(trace, name), n_trace)
-            out["n_iter"][s] = trace.n_iter
-            out["converged"][s] = int(trace.converged)
-            out["diverged"][s] = int(trace.diverged)
-        out["mse_se"] = se_mod.bo_state(alpha, rho, beta, delta).mmse
+        n_trace = settings["max_iter"] + 1
+        trace = gamp_mod.run_seed(channel, alpha, rho, beta, settings["d"], stream,
+                                  precision=settings["precision"], init_variance=settings["init_variance"],
+                                  max_iter=settings["max_iter"], damping=settings["damping"], tol=settings["tol"])
+        out = {name: forward_fill(getattr(trace, name), n_trace) for name in ("mse", "mse_predicted", "zeta")}
+        out.update(n_iter=trace.n_iter, converged=int(trace.converged), diverged=int(trace.diverged))
         return out
+
+    def run_shared(self, params, settings, seed_sequence):
+        alpha, rho, beta, delta, _ = self.point(params, settings)
+        return {"mse_se": se_mod.bo_state(alpha, rho, beta, delta).mmse}
 
     def figure(self, plt, ds, companions):
         return figures.plot_gamp(plt, ds, companions)
@@ -187,16 +185,16 @@ class GD(_FiniteD):
             "mse_se": Variable((), "f8", "Bayes-optimal (SE) error at the point"),
         })
 
-    def run(self, params, settings, seed_sequence):
+    def run_seed(self, params, settings, stream):
         alpha, rho, beta, delta, channel = self.point(params, settings)
-        runs = [gd_mod.run_seed(channel, alpha=alpha, rho=rho, beta=beta, d=settings["d"],
-                                n_students=settings["n_students"], steps=settings["steps"], lr=settings["lr"],
-                                log_every=settings["log_every"], seed_sequence=child)
-                for child in seed_sequence.spawn(settings["n_seeds"])]
-        out = {name: np.stack([r[name] for r in runs]) for name in ("mse_gd", "mse_agd", "train_loss")}
-        out["n_diverged"] = np.array([r["n_diverged"] for r in runs])
-        out["mse_se"] = se_mod.bo_state(alpha, rho, beta, delta).mmse
-        return out
+        run = gd_mod.run_seed(channel, alpha=alpha, rho=rho, beta=beta, d=settings["d"],
+                              n_students=settings["n_students"], steps=settings["steps"], lr=settings["lr"],
+                              log_every=settings["log_every"], seed_sequence=stream)
+        return {name: run[name] for name in ("mse_gd", "mse_agd", "train_loss", "n_diverged")}
+
+    def run_shared(self, params, settings, seed_sequence):
+        alpha, rho, beta, delta, _ = self.point(params, settings)
+        return {"mse_se": se_mod.bo_state(alpha, rho, beta, delta).mmse}
 
     def figure(self, plt, ds, companions):
         return figures.plot_gd(plt, ds, companions)
@@ -230,26 +228,22 @@ class Baselines(_FiniteD):
             "mse_se": Variable((), "f8", "Bayes-optimal (SE) error at the point"),
         })
 
-    def run(self, params, settings, seed_sequence):
+    def run_seed(self, params, settings, stream):
         alpha, rho, beta, delta, channel = self.point(params, settings)
-        d, n_seeds = settings["d"], settings["n_seeds"]
-        out = {name: np.full(n_seeds, np.nan) for name in ("mse_mnne", "mnne_gap", "mnne_residual",
-                                                           "mse_ridge_finite")}
-        out["mnne_converged"] = np.zeros(n_seeds, dtype=int)
-        for s, child in enumerate(seed_sequence.spawn(n_seeds)):
-            X, S_true, y = gamp_mod.sample_instance(channel, alpha, rho, beta, d, child, "float64")
-            L = S_true.shape[1]
-            A = nuclear.measurement(X, d, L)
-            mnne = nuclear.min_nuclear_norm(A, y, d, L, tol=settings["tol"], max_iter=settings["max_iter"])
-            out["mse_mnne"][s] = nuclear.per_entry_error(mnne.S, S_true)
-            out["mnne_gap"][s], out["mnne_residual"][s] = mnne.gap, mnne.residual
-            out["mnne_converged"][s] = int(mnne.converged)
-            out["mse_ridge_finite"][s] = nuclear.per_entry_error(nuclear.ridge(A, y, delta, d, L), S_true)
-        out["mse_ridge"] = float(baselines.mse_ridge(alpha, delta))
-        out["alpha_mnne"] = float(baselines.alpha_mnne(rho, beta))
-        out["alpha_pr"] = float(thresholds.alpha_pr(rho, beta))
-        out["mse_se"] = se_mod.bo_state(alpha, rho, beta, delta).mmse
-        return out
+        d = settings["d"]
+        X, S_true, y = gamp_mod.sample_instance(channel, alpha, rho, beta, d, stream, "float64")
+        L = S_true.shape[1]
+        A = nuclear.measurement(X, d, L)
+        mnne = nuclear.min_nuclear_norm(A, y, d, L, tol=settings["tol"], max_iter=settings["max_iter"])
+        return {"mse_mnne": nuclear.per_entry_error(mnne.S, S_true), "mnne_gap": mnne.gap,
+                "mnne_residual": mnne.residual, "mnne_converged": int(mnne.converged),
+                "mse_ridge_finite": nuclear.per_entry_error(nuclear.ridge(A, y, delta, d, L), S_true)}
+
+    def run_shared(self, params, settings, seed_sequence):
+        alpha, rho, beta, delta, _ = self.point(params, settings)
+        return {"mse_ridge": float(baselines.mse_ridge(alpha, delta)), "alpha_mnne": float(baselines.alpha_mnne(rho, beta)),
+                "alpha_pr": float(thresholds.alpha_pr(rho, beta)),
+                "mse_se": se_mod.bo_state(alpha, rho, beta, delta).mmse}
 
     def figure(self, plt, ds, companions):
         return figures.plot_baselines(plt, ds, companions)

@@ -29,7 +29,7 @@ from seqphase.core.glm import se as se_mod
 from seqphase.core.glm import thresholds
 from seqphase.core.glm.channels import CHANNELS
 from seqphase.core.glm.priors import PRIORS
-from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, Variable
+from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, SeededMethod, Variable
 from seqphase.core.numerics import forward_fill, nan_log
 
 _P = 1  # scalar GLM: the overlap is a 1 x 1 matrix, stored with the same (row, col) dims as p x p models
@@ -131,8 +131,10 @@ class SE(Method):
         return figures.plot_se(plt, ds)
 
 
-class GAMP(Method):
+class GAMP(SeededMethod):
     """GAMP on `n_seeds` instances of dimension d, with the SE prediction of the AMP branch."""
+
+    shared = True
 
     def layout(self, settings):
         dims = {"seed": np.arange(settings["n_seeds"]), "iteration": np.arange(settings["max_iter"] + 1),
@@ -150,30 +152,25 @@ class GAMP(Method):
             "gen_error_se": Variable((), "f8", "SE prediction (AMP branch) of the test error"),
         })
 
-    def run(self, params, settings, seed_sequence):
+    def run_seed(self, params, settings, stream):
         prior, channel = build(params)
-        alpha = params["alpha"]
-        n_seeds, n_trace = settings["n_seeds"], settings["max_iter"] + 1
-        out = {name: np.full((n_seeds, n_trace) + shape, np.nan) for name, shape in
-               (("overlap", (_P, _P)), ("self_overlap", (_P, _P)), ("mse", ()), ("gen_error", ()))}
-        out["n_iter"] = np.zeros(n_seeds, dtype=int)
-        out["converged"] = np.zeros(n_seeds, dtype=int)
-        # One child stream per seed: seed s of a point is the same instance whatever n_seeds is.
-        for s, child in enumerate(seed_sequence.spawn(n_seeds)):
-            rng = np.random.default_rng(child)
-            F, x, y = gamp_mod.sample_instance(prior, channel, alpha, settings["d"], rng)
-            trace = gamp_mod.run_gamp(prior, channel, F, y, x, damping=settings["damping"],
-                                      max_iter=settings["max_iter"], tol=settings["tol"], rng=rng)
-            for name in ("overlap", "self_overlap", "mse", "gen_error"):
-                values = forward_fill(np.asarray(getattr(trace, name), dtype=float), n_trace)
-                out[name][s] = values.reshape((n_trace,) + out[name].shape[2:]) if values.ndim == 1 else values
-            out["n_iter"][s] = trace.n_iter
-            out["converged"][s] = int(bool(trace.converged))
-        amp = se_mod.glm_se(prior, channel, alpha, start="uninformed")
-        out["overlap_se"] = np.full((_P, _P), amp.overlap)
-        out["mse_se"] = amp.mse
-        out["gen_error_se"] = amp.gen_error
+        n_trace = settings["max_iter"] + 1
+        rng = np.random.default_rng(stream)
+        F, x, y = gamp_mod.sample_instance(prior, channel, params["alpha"], settings["d"], rng)
+        trace = gamp_mod.run_gamp(prior, channel, F, y, x, damping=settings["damping"],
+                                  max_iter=settings["max_iter"], tol=settings["tol"], rng=rng)
+        out = {}
+        for name, shape in (("overlap", (_P, _P)), ("self_overlap", (_P, _P)), ("mse", ()), ("gen_error", ())):
+            values = forward_fill(np.asarray(getattr(trace, name), dtype=float), n_trace)
+            out[name] = values.reshape((n_trace,) + shape) if values.ndim == 1 else values
+        out["n_iter"] = trace.n_iter
+        out["converged"] = int(bool(trace.converged))
         return out
+
+    def run_shared(self, params, settings, seed_sequence):
+        prior, channel = build(params)
+        amp = se_mod.glm_se(prior, channel, params["alpha"], start="uninformed")
+        return {"overlap_se": np.full((_P, _P), amp.overlap), "mse_se": amp.mse, "gen_error_se": amp.gen_error}
 
     def figure(self, plt, ds, companions):
         return figures.plot_gamp(plt, ds, companions.get("se_sweep"))

@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from seqphase.core.errors import ParameterError
-from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, Variable
+from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, SeededMethod, Variable
 from seqphase.core.multiindex import figures
 from seqphase.core.multiindex import gamp as mgamp
 from seqphase.core.multiindex import se as mse
@@ -134,9 +134,11 @@ class SE(Method):
         return figures.plot_se(plt, ds)
 
 
-class GAMP(Method):
+class GAMP(SeededMethod):
     """GAMP on `n_seeds` instances of dimension d (per-iteration M and self-overlap, forward-filled
     after the stop), and the SE prediction of the AMP branch."""
+
+    shared = True
 
     def layout(self, settings):
         dims = dict(seed=np.arange(settings["n_seeds"]), iteration=np.arange(settings["max_iter"] + 1),
@@ -150,22 +152,20 @@ class GAMP(Method):
             "overlap_se": Variable(_MATRIX, "f8", "SE prediction (uninformed start) of Q"),
         })
 
-    def run(self, params, settings, seed_sequence):
+    def run_seed(self, params, settings, stream):
+        ch, n_trace = channel_of(params), settings["max_iter"] + 1
+        rng = np.random.default_rng(stream)
+        X, W, y = mgamp.sample_instance(ch, params["alpha"], settings["d"], rng)
+        tr = mgamp.run_gamp(ch, X, y, W, max_iter=settings["max_iter"], damping=settings["damping"],
+                            tol=settings["tol"], side_info=settings["side_info"], rng=rng,
+                            variance=settings["variance"])
+        return {"overlap": pad_matrix(forward_fill(tr.overlap, n_trace), P_MAX),
+                "self_overlap": pad_matrix(forward_fill(tr.self_overlap, n_trace), P_MAX),
+                "n_iter": tr.n_iter, "converged": int(tr.converged)}
+
+    def run_shared(self, params, settings, seed_sequence):
         ch, alpha = channel_of(params), params["alpha"]
-        n_seeds, n_trace = settings["n_seeds"], settings["max_iter"] + 1
-        out = {k: np.full((n_seeds, n_trace, P_MAX, P_MAX), np.nan) for k in ("overlap", "self_overlap")}
-        out["n_iter"] = np.zeros(n_seeds, int)
-        out["converged"] = np.zeros(n_seeds, int)
-        for s, child in enumerate(seed_sequence.spawn(n_seeds)):
-            rng = np.random.default_rng(child)
-            X, W, y = mgamp.sample_instance(ch, alpha, settings["d"], rng)
-            tr = mgamp.run_gamp(ch, X, y, W, max_iter=settings["max_iter"], damping=settings["damping"],
-                                tol=settings["tol"], side_info=settings["side_info"], rng=rng,
-                                variance=settings["variance"])
-            out["overlap"][s] = pad_matrix(forward_fill(tr.overlap, n_trace), P_MAX)
-            out["self_overlap"][s] = pad_matrix(forward_fill(tr.self_overlap, n_trace), P_MAX)
-            out["n_iter"][s] = tr.n_iter
-            out["converged"][s] = int(tr.converged)
+        out = {}
         if ch.name in ISO_SE:  # deterministic SE on Q = q I (the SE fixed point is isotropic here)
             q, _ = mse.iso_se(ch, alpha, **ISO_SE[ch.name])
             out["overlap_se"] = pad_matrix(q * np.eye(ch.p), P_MAX)

@@ -24,7 +24,7 @@ import math
 import numpy as np
 
 from seqphase.core.errors import ParameterError
-from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, Variable
+from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, SeededMethod, Variable
 from seqphase.core.numerics import forward_fill
 from seqphase.core.quadratic import figures
 from seqphase.core.quadratic import gamp as gamp_mod
@@ -98,9 +98,11 @@ _GAMP_SETTINGS = {
 }
 
 
-class GAMP(Method):
+class GAMP(SeededMethod):
     """GAMP-RIE (spec §B3) on `n_seeds` instances of dimension d at one (alpha, kappa, delta), with the SE
     error of the point."""
+
+    shared = True
 
     def layout(self, settings):
         dims = {"seed": np.arange(settings["n_seeds"]), "iteration": np.arange(settings["max_iter"] + 1)}
@@ -121,25 +123,18 @@ class GAMP(Method):
         gamp_mod.teacher_width(params["kappa"], settings["d"])
         gamp_mod.n_samples(params["alpha"], settings["d"])
 
-    def run(self, params, settings, seed_sequence):
+    def run_seed(self, params, settings, stream):
         self.check(params, settings)
         alpha, kappa, delta = params["alpha"], params["kappa"], params["delta"]
-        d, n_seeds, n_trace = settings["d"], settings["n_seeds"], settings["max_iter"] + 1
-        out = {name: np.full((n_seeds, n_trace), np.nan) for name in ("mse", "mse_predicted")}
-        for name in ("n_iter", "converged", "diverged"):
-            out[name] = np.zeros(n_seeds, dtype=int)
-        # one child stream per seed: seed s of a point is the same instance whatever n_seeds is
-        for s, child in enumerate(seed_sequence.spawn(n_seeds)):
-            x, W, y = gamp_mod.sample_instance(alpha, kappa, delta, d, np.random.default_rng(child))
-            trace = gamp_mod.run_gamp(x, y, W, delta, max_iter=settings["max_iter"], damping=settings["damping"],
-                                      damp=settings["damp"], tol=settings["tol"], cavity=settings["cavity"])
-            out["mse"][s] = forward_fill(trace.mse, n_trace)
-            out["mse_predicted"][s] = forward_fill(trace.mse_predicted, n_trace)
-            out["n_iter"][s] = trace.n_iter
-            out["converged"][s] = int(trace.converged)
-            out["diverged"][s] = int(trace.diverged)
-        out["mse_se"] = se_mod.bo_state(alpha, kappa, delta).mse
-        return out
+        n_trace = settings["max_iter"] + 1
+        x, W, y = gamp_mod.sample_instance(alpha, kappa, delta, settings["d"], np.random.default_rng(stream))
+        trace = gamp_mod.run_gamp(x, y, W, delta, max_iter=settings["max_iter"], damping=settings["damping"],
+                                  damp=settings["damp"], tol=settings["tol"], cavity=settings["cavity"])
+        return {"mse": forward_fill(trace.mse, n_trace), "mse_predicted": forward_fill(trace.mse_predicted, n_trace),
+                "n_iter": trace.n_iter, "converged": int(trace.converged), "diverged": int(trace.diverged)}
+
+    def run_shared(self, params, settings, seed_sequence):
+        return {"mse_se": se_mod.bo_state(params["alpha"], params["kappa"], params["delta"]).mse}
 
     def figure(self, plt, ds, companions):
         return figures.plot_gamp(plt, ds, companions)
@@ -162,8 +157,10 @@ _GD_SETTINGS = {
 }
 
 
-class GD(Method):
+class GD(SeededMethod):
     """Full-batch GD and averaged GD (spec §B4) on n_seeds instances per point, against the SE error."""
+
+    shared = True
 
     def layout(self, settings):
         return Layout({"seed": np.arange(settings["n_seeds"]),
@@ -180,17 +177,16 @@ class GD(Method):
         gamp_mod.teacher_width(params["kappa"], settings["d"])
         gamp_mod.n_samples(params["alpha"], settings["d"])
 
-    def run(self, params, settings, seed_sequence):
+    def run_seed(self, params, settings, stream):
         self.check(params, settings)
-        alpha, kappa, delta = float(params["alpha"]), float(params["kappa"]), float(params["delta"])
-        runs = [gd_mod.run_seed(alpha=alpha, kappa=kappa, delta=delta, d=settings["d"],
-                                n_students=settings["n_students"], steps=settings["steps"], lr=settings["lr"],
-                                log_every=settings["log_every"], optimiser=settings["optimiser"],
-                                seed_sequence=child)
-                for child in seed_sequence.spawn(settings["n_seeds"])]
-        out = {name: np.stack([r[name] for r in runs]) for name in ("mse_gd", "mse_agd", "train_loss")}
-        out["mse_se"] = se_mod.bo_state(alpha, kappa, delta).mse
-        return out
+        run = gd_mod.run_seed(alpha=float(params["alpha"]), kappa=float(params["kappa"]),
+                              delta=float(params["delta"]), d=settings["d"], n_students=settings["n_students"],
+                              steps=settings["steps"], lr=settings["lr"], log_every=settings["log_every"],
+                              optimiser=settings["optimiser"], seed_sequence=stream)
+        return {name: run[name] for name in ("mse_gd", "mse_agd", "train_loss")}
+
+    def run_shared(self, params, settings, seed_sequence):
+        return {"mse_se": se_mod.bo_state(float(params["alpha"]), float(params["kappa"]), float(params["delta"])).mse}
 
     def figure(self, plt, ds, companions):
         return figures.plot_gd(plt, ds, companions)
@@ -331,9 +327,11 @@ _ERM_EXPERIMENT_SETTINGS = {
 }
 
 
-class ERMExperiment(Method):
+class ERMExperiment(SeededMethod):
     """The finite-d check of the ERM SE: n_seeds students S = B B^T trained by L-BFGS-B on the SE's loss
     (erm_training.py), with the SE at the point beside them."""
+
+    shared = True
 
     def layout(self, settings):
         per_seed = ("seed",)
@@ -359,18 +357,19 @@ class ERMExperiment(Method):
         erm_training.width(params["kappa_star"], d, "kappa_star")
         erm_training.n_samples(params["alpha"], d)
 
-    def run(self, params, settings, seed_sequence):
+    def run_seed(self, params, settings, stream):
         self.check(params, settings)
         ks, kappa, delta, lam, alpha = (float(params[k]) for k in ("kappa_star", "kappa", "delta", "lam", "alpha"))
-        runs = [erm_training.run_seed(alpha=alpha, kappa_star=ks, kappa=kappa, delta=delta, lam=lam, d=settings["d"],
-                                      seed_sequence=child, max_iter=settings["max_iter"], gtol=settings["gtol"])
-                for child in seed_sequence.spawn(settings["n_seeds"])]
-        out = {k: np.array([r[k] for r in runs]) for k in ("test_error", "test_error_bo", "train_loss", "loss",
-                                                           "rank_fraction", "n_iter", "converged", "fit_seconds")}
+        run = erm_training.run_seed(alpha=alpha, kappa_star=ks, kappa=kappa, delta=delta, lam=lam, d=settings["d"],
+                                    seed_sequence=stream, max_iter=settings["max_iter"], gtol=settings["gtol"])
+        return {k: run[k] for k in ("test_error", "test_error_bo", "train_loss", "loss", "rank_fraction", "n_iter",
+                                    "converged", "fit_seconds")}
+
+    def run_shared(self, params, settings, seed_sequence):
+        ks, kappa, delta, lam, alpha = (float(params[k]) for k in ("kappa_star", "kappa", "delta", "lam", "alpha"))
         state = erm_mod.erm_state(alpha, ks, kappa, delta, lam)
-        out.update(test_error_se=state.test_error, test_error_bo_se=state.test_error_bo,
-                   train_loss_se=state.train_loss, rank_fraction_se=state.rank_fraction)
-        return out
+        return {"test_error_se": state.test_error, "test_error_bo_se": state.test_error_bo,
+                "train_loss_se": state.train_loss, "rank_fraction_se": state.rank_fraction}
 
     def figure(self, plt, ds, companions):
         return figures.plot_erm_experiment(plt, ds, companions)

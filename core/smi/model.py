@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from seqphase.core.errors import ParameterError
-from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, Variable
+from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, SeededMethod, Variable, children
 from seqphase.core.numerics import pad_matrix
 from seqphase.core.smi import figures
 from seqphase.core.smi import gamp as sgamp
@@ -168,7 +168,7 @@ class SE(Method):
         return figures.plot_se(plt, ds, companions)
 
 
-class GAMP(Method):
+class GAMP(SeededMethod):
     """GAMP on `n_seeds` instances of dimension d, per seed and iteration."""
 
     def layout(self, settings):
@@ -194,35 +194,29 @@ class GAMP(Method):
             "n_clipped": Variable(("seed",), "i4", "iterations whose A had a negative eigenvalue (set to 0)"),
         })
 
-    def run(self, params, settings, seed_sequence):
+    def run_seed(self, params, settings, stream):
         ch, alpha, s = _channel(params), params["alpha"], settings
         if round(alpha * s["d"]) < 1:
             raise ParameterError("method.d", f"alpha d = {alpha * s['d']:g} gives no sample", "raise d or alpha")
-        S, K, P = s["n_seeds"], s["max_iter"] + 1, MAX_DEPTH
-        out = {k: np.full((S, K, P, P), np.nan) for k in ("overlap", "self_overlap")}
-        out["gen_error_plugin"] = np.full((S, K), np.nan)
-        for k in ("n_iter", "converged", "diverged", "n_clipped"):
-            out[k] = np.zeros(S, int)
-        out["teacher_overlap"] = np.full((S, P, P), np.nan)
-        out["overlap_final"] = np.full((S, P, P), np.nan)
+        K, P = s["max_iter"] + 1, MAX_DEPTH
+        out = {k: np.full((K, P, P), np.nan) for k in ("overlap", "self_overlap")}
+        out["gen_error_plugin"] = np.full(K, np.nan)
         # layer x layer results NaN-padded to MAX_DEPTH rows (`_pad`)
-        for i, child in enumerate(seed_sequence.spawn(S)):
-            rng = np.random.default_rng(child)  # instance, then the run's test set, init and side information
-            X, W, _, u = sgamp.sample_instance(ch, alpha, s["d"], rng, noise=s["noise"])
-            tr = sgamp.run_gamp(ch, X, u, W, max_iter=s["max_iter"], damping=s["damping"], tol=s["tol"],
-                                side_info=s["side_info"], rng=rng, init=s["init"], n_gen=s["n_gen"], eps=s["eps"])
-            k = tr.overlap.shape[0]
-            out["overlap"][i, :k] = _pad(tr.overlap)
-            sign = np.where(np.diag(tr.overlap[-1]) < 0, -1.0, 1.0)
-            out["overlap_final"][i] = _pad(sign[:, None] * tr.overlap[-1])
-            out["self_overlap"][i, :k] = _pad(tr.self_overlap)
-            out["gen_error_plugin"][i, :k] = tr.gen_error
-            out["teacher_overlap"][i] = _pad(W @ W.T / s["d"])
-            out["n_iter"][i], out["converged"][i] = tr.n_iter, int(tr.converged)
-            out["diverged"][i], out["n_clipped"][i] = int(tr.diverged), tr.n_clipped
-        last = out["n_iter"]
-        out["self_overlap_final"] = out["self_overlap"][np.arange(S), last]
-        out["gen_error_plugin_final"] = out["gen_error_plugin"][np.arange(S), last]
+        rng = np.random.default_rng(stream)  # instance, then the run's test set, init and side information
+        X, W, _, u = sgamp.sample_instance(ch, alpha, s["d"], rng, noise=s["noise"])
+        tr = sgamp.run_gamp(ch, X, u, W, max_iter=s["max_iter"], damping=s["damping"], tol=s["tol"],
+                            side_info=s["side_info"], rng=rng, init=s["init"], n_gen=s["n_gen"], eps=s["eps"])
+        k = tr.overlap.shape[0]
+        out["overlap"][:k] = _pad(tr.overlap)
+        sign = np.where(np.diag(tr.overlap[-1]) < 0, -1.0, 1.0)
+        out["overlap_final"] = _pad(sign[:, None] * tr.overlap[-1])
+        out["self_overlap"][:k] = _pad(tr.self_overlap)
+        out["gen_error_plugin"][:k] = tr.gen_error
+        out["teacher_overlap"] = _pad(W @ W.T / s["d"])
+        out["n_iter"], out["converged"] = tr.n_iter, int(tr.converged)
+        out["diverged"], out["n_clipped"] = int(tr.diverged), tr.n_clipped
+        out["self_overlap_final"] = out["self_overlap"][tr.n_iter]
+        out["gen_error_plugin_final"] = out["gen_error_plugin"][tr.n_iter]
         return out
 
     def figure(self, plt, ds, companions):
@@ -314,7 +308,7 @@ class Threshold(Method):
         return figures.plot_thresholds(plt, ds, companions)
 
 
-class SGD(Method):
+class SGD(SeededMethod):
     """The layer-wise SGD experiment: `n_runs` runs from one teacher and one student initialisation."""
 
     def layout(self, settings):
@@ -332,21 +326,23 @@ class SGD(Method):
             "teacher_overlap": Variable((), "f8", "w1 . w2 / d of the teacher"),
         })
 
-    def run(self, params, settings, seed_sequence):
+    seeds = "n_runs"
+
+    def seed_streams(self, seed_sequence, n):
+        # children (teacher, init, data) of the point; run i draws its data from child i of `data`
+        k_teacher, k_init, k_data = children(seed_sequence, 3)
+        return [(k_teacher, k_init, child) for child in children(k_data, n)]
+
+    def run_seed(self, params, settings, stream):
         s = settings
-        k_teacher, k_init, k_data = seed_sequence.spawn(3)
-        runs = []
-        for child in k_data.spawn(s["n_runs"]):
-            runs.append(ssgd.run_sgd(
-                d=s["d"], alpha=s["alpha"], skip=params["skip"], epochs=s["epochs"],
-                rng_teacher=np.random.default_rng(k_teacher), rng_data=np.random.default_rng(child),
-                rng_init=np.random.default_rng(k_init), batch_size=s["batch_size"], n_passes=s["n_passes"],
-                lr=s["lr"], weight_decay=s["weight_decay_d"] / s["d"], init_scale=s["init_scale"],
-                n_test=s["n_test"], log_every=s["log_every"], test_every=s["test_every"]))
-        return {"cosine": np.stack([r["cosine"] for r in runs]),
-                "cosine_normalised": np.stack([r["cosine_normalised"] for r in runs]),
-                "log_epoch": runs[0]["log_epoch"], "test_mse": np.stack([r["test_mse"] for r in runs]),
-                "test_epoch": runs[0]["test_epoch"], "teacher_overlap": runs[0]["teacher_overlap"]}
+        k_teacher, k_init, k_data = stream
+        # log_epoch, test_epoch and teacher_overlap (no seed dim) are the same in every run: seed 0's are stored
+        return ssgd.run_sgd(
+            d=s["d"], alpha=s["alpha"], skip=params["skip"], epochs=s["epochs"],
+            rng_teacher=np.random.default_rng(k_teacher), rng_data=np.random.default_rng(k_data),
+            rng_init=np.random.default_rng(k_init), batch_size=s["batch_size"], n_passes=s["n_passes"],
+            lr=s["lr"], weight_decay=s["weight_decay_d"] / s["d"], init_scale=s["init_scale"],
+            n_test=s["n_test"], log_every=s["log_every"], test_every=s["test_every"])
 
     def figure(self, plt, ds, companions):
         return figures.plot_sgd(plt, ds, companions)

@@ -46,6 +46,11 @@ def squeue(*args):
     return out.stdout.split()
 
 
+def worker_jobs():
+    """Ids of the worker jobs SLURM knows of (pending, running or completing)."""
+    return squeue("-n", WORKER, "-o", "%i")
+
+
 def running_workers():
     return squeue("-n", WORKER, "-t", "RUNNING", "-o", "%i")
 
@@ -276,3 +281,44 @@ def test_stop_script_stops_only_its_own_daemons(slurm):
     assert all(map(alive, ours))
     assert squeue("-o", "%i") == [] and "idle" in subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True,
                                                                  text=True, timeout=30).stdout
+
+
+def test_adaptive_jobs_grow_while_tasks_queue_and_shrink_when_idle(tmp_path, slurm, slurm_timings):
+    """`--jobs auto`: one point whose 10 seeds queue on the first worker job makes the allocation grow to
+    max_jobs; once only seed 0 (30 s longer) still runs, the idle jobs are released while the driver
+    waits for it, and the point is stored whole."""
+    spec = write_spec(tmp_path, method="seeded", alpha=[0.5], extra_params="sleep = 2.0",
+                      method_extra="n_seeds = 10\ntail = 30.0")
+    store = tmp_path / "s.zarr"
+    prof = profile(tmp_path, jobs="auto", min_jobs=1, max_jobs=3)
+    started = time.time()
+    log = tmp_path / "driver.log"  # a file, not a pipe: a full pipe would block the driver (and its scheduler)
+    with open(log, "w") as handle:
+        proc = subprocess.Popen([sys.executable, "-m", "seqphase.cli", "run", str(spec), "--cluster", "slurm",
+                                 "--profile", str(prof), "--store", str(store), "--no-progress"], cwd=tmp_path,
+                                stdout=handle, stderr=subprocess.STDOUT)
+    try:
+        wait_until(lambda: len(worker_jobs()) >= 3, 90, "the allocation to grow to max_jobs = 3")
+        slurm_timings["adaptive: grown to 3 worker jobs after"] = time.time() - started
+        history = []
+
+        def one_job_left():
+            history.append((round(time.time() - started, 1), worker_jobs()))
+            return len(history[-1][1]) == 1
+
+        try:
+            wait_until(one_job_left, 60, "idle worker jobs to be released")
+        except AssertionError:
+            raise AssertionError(f"{history} {log.read_text()[-3000:]}")
+        assert proc.poll() is None, "released while the driver still waits for seed 0"
+        slurm_timings["adaptive: back to 1 worker job after"] = time.time() - started
+        proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    output = log.read_text()
+    assert proc.returncode == 0, output
+    assert "1-3 (adaptive) worker jobs" in output
+    led = assert_complete_once(store, 1)
+    assert len(set(str(j).split(" ")[0] for j in led["jobs"].ravel())) == 1  # the ledger names the first job
+    wait_until(no_workers_left, 30, "the worker jobs to be cancelled")

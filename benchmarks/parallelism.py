@@ -1,0 +1,154 @@
+"""How many workers every shipped sweep can use: its task graph from a real run, list-scheduled on
+W = 1, 16, 64, 256 workers, as one task a point (before seeds became tasks) and as the driver cuts it
+now (seeds, shared outputs and any staged works of a point as separate tasks).
+
+    python benchmarks/parallelism.py measure [--only SWEEP ...] [--workers 2]   # runs, writes task logs
+    python benchmarks/parallelism.py table                                      # the docs/benchmarks.md table
+
+`measure` runs each shipped sweep on a local cluster with the driver's task log (one JSON line per
+stored point: the runtime of each of its works, stage by stage) into benchmarks/results/parallelism/.
+Sweeps too long for this 2-core machine run on a subset of their grid, at their full per-point settings
+(d, seeds, iterations): REDUCED names the subset. `table` then rebuilds the full sweep's graph: the
+plan's N points, point i taking the works of measured point i mod m (the subset's points cycled; the
+table says m of N), and list-schedules it:
+
+    after:  a point's works of one stage are independent tasks; its next stage waits for all of them
+    before: each point is one task, as long as all its works together (the serial `Method.run`)
+
+List scheduling: tasks in plan order, each started on the first free worker as soon as it is ready.
+Reported per sweep: work (CPU-s), longest chain, parallelism = work / chain, and the wall time on W
+workers before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import heapq
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+LOGS = HERE / "results" / "parallelism"
+WORKERS = (1, 16, 64, 256)
+
+#: sweep -> --set overrides of the measured subset (per-point settings left as shipped)
+REDUCED = {
+    "smi-2layer-gamp": ["alpha=0.5,1.2"],
+    "smi-2layer-se": ["alpha=0.1,0.5,0.9,1.3"],
+    "smi-3layer-se": ["alpha=1.5"],
+    "smi-thresholds": ["skip=1.0"],
+    "multiindex-gamp": ["channel=z1z2", "alpha=1.0,3.0"],
+    "aim-gamp": ["channel=softmax", "alpha=0.1,0.5"],
+    "aim-gamp-tokens": ["T=4", "alpha=0.012,0.02"],
+    "aim-gamp-hardmax": ["hardmax_gout=exact", "alpha=0.5,2.0"],
+    "aim-gd": ["alpha=0.075,0.225"],
+    "bsr-gamp": ["rho=0.5", "alpha=0.4,0.8"],
+    "bsr-gd": ["alpha=0.1,0.3"],
+    "quadratic-gamp": ["delta=0.0", "alpha=0.1,0.3,0.45"],
+    "quadratic-gd": ["alpha=0.1,0.308"],
+    "quadratic-erm-experiment": ["kappa=2.0", "delta=0.0", "alpha=0.15,0.5"],
+    "smi-sgd": [],
+}
+
+
+def measure(names, workers):
+    sys.path.insert(0, str(HERE.parent / "tests"))
+    from seqphase.cluster import connect, run_sweep
+    from seqphase.results.store import Store
+    from seqphase.sweeps.planner import plan_sweep
+    from seqphase.sweeps.spec import load_sweep
+
+    LOGS.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as scratch, connect("local", workers=workers) as client:
+        for name in names:
+            plan = plan_sweep(load_sweep(name, overrides=REDUCED.get(name, [])))
+            log = LOGS / f"{name}.jsonl"
+            log.unlink(missing_ok=True)
+            store = Store(Path(scratch) / "s.zarr").check(create=True)
+            started = time.perf_counter()
+            with store.lock():
+                group = store.prepare(plan)
+                summary = run_sweep(plan, group, client, progress=False, task_log=str(log))
+            print(f"{name}: {summary.done} points ({summary.failed} failed) in {time.perf_counter() - started:.1f} s "
+                  f"on {workers} workers, load {os.getloadavg()[0]:.1f}", flush=True)
+
+
+def list_schedule(points, workers):
+    """Makespan of the points' works on `workers` workers: `points` is a list of stages (lists of
+    runtimes); a stage's works are ready when the point's previous stage has finished."""
+    ready = collections.deque((i, 0, t) for i, stages in enumerate(points) if stages for t in stages[0])
+    left = {(i, 0): len(stages[0]) for i, stages in enumerate(points) if stages}
+    running, free, now = [], workers, 0.0
+    while ready or running:
+        while free and ready:
+            i, s, t = ready.popleft()
+            heapq.heappush(running, (now + t, i, s))
+            free -= 1
+        now, i, s = heapq.heappop(running)
+        free += 1
+        left[(i, s)] -= 1
+        if not left[(i, s)] and s + 1 < len(points[i]):
+            nxt = points[i][s + 1]
+            left[(i, s + 1)] = len(nxt)
+            ready.extend((i, s + 1, t) for t in nxt)
+            if not nxt:  # an empty stage (all kept): the next one is ready at once
+                left[(i, s + 1)] = 0
+    return now
+
+
+def full_graph(name):
+    """(points after, points before, m measured, N planned) of the shipped sweep."""
+    from seqphase.sweeps.planner import plan_sweep
+    from seqphase.sweeps.spec import load_sweep
+
+    measured = [json.loads(line)["stages"] for line in (LOGS / f"{name}.jsonl").read_text().splitlines()]
+    measured = [[stage for stage in stages if stage] for stages in measured]
+    n = len(plan_sweep(load_sweep(name)).points)
+    after = [measured[i % len(measured)] for i in range(n)]
+    before = [[[sum(sum(stage) for stage in stages)]] for stages in after]
+    return after, before, len(measured), n
+
+
+def table(names):
+    head = ("| sweep | measured points | tasks | work (CPU-s) | longest chain (s) | parallelism | "
+            + " | ".join(f"W = {w} before / after (s)" for w in WORKERS) + " |")
+    print(head)
+    print("|" + "---|" * (6 + len(WORKERS)))
+    for name in names:
+        if not (LOGS / f"{name}.jsonl").exists():
+            continue
+        after, before, m, n = full_graph(name)
+        work = sum(t for stages in after for stage in stages for t in stage)
+        chain = max(sum(max(stage) for stage in stages) for stages in after)
+        tasks = sum(len(stage) for stages in after for stage in stages)
+        walls = [f"{list_schedule(before, w):.0f} / {list_schedule(after, w):.0f}" for w in WORKERS]
+        parallelism = work / chain if chain else math.inf
+        print(f"| {name} | {m} of {n} | {tasks} | {work:.0f} | {chain:.1f} | {parallelism:.0f} | " + " | ".join(walls) + " |")
+
+
+def main(argv=None):
+    from seqphase.sweeps.spec import shipped_specs
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    m = sub.add_parser("measure")
+    m.add_argument("--only", nargs="*", default=None)
+    m.add_argument("--workers", type=int, default=2)
+    t = sub.add_parser("table")
+    t.add_argument("--only", nargs="*", default=None)
+    args = parser.parse_args(argv)
+    names = args.only or sorted(shipped_specs())
+    if args.command == "measure":
+        measure(names, args.workers)
+    else:
+        table(names)
+
+
+if __name__ == "__main__":
+    main()
