@@ -2,6 +2,7 @@
 bad input (one line, exit 2, nothing written), and the page in a real browser (headless Chromium)."""
 
 import csv
+import dataclasses
 import os
 import re
 import shutil
@@ -17,11 +18,31 @@ from seqphase.sweeps.spec import shipped_specs
 PAPER_IDS = ("glm", "multiindex", "smi", "aim", "quadratic", "erm", "bsr")
 
 
+# The test's own --quick grids (smaller than the shipped ones, so that the module stays within ~30 s): every
+# bsr sweep still runs, through the same code path as `seqphase reproduce bsr --quick`. bsr-se keeps the
+# published beta = 1 grid (step 0.005) and its alpha_PR(0.5, 1) = 0.75, the documented special point.
+TEST_QUICK = {
+    "bsr-se": ("rho=0.5", "beta=1", "delta=0", "alpha=0,0.25,0.5,0.75,1"),
+    "bsr-thresholds": ("rho=0.5", "beta=1"),
+    "bsr-gamp": ("method.d=30", "method.n_seeds=3", "rho=0.5", "alpha=0.8", "method.max_iter=60"),
+    "bsr-gd": ("method.d=12", "method.n_seeds=2", "method.n_students=4", "method.steps=200", "rho=0.5",
+               "alpha=0.5"),  # rho = 0.5: the figures share one SE table (it dominates drawing the report)
+    "bsr-baselines": ("method.d=8", "method.n_seeds=2", "rho=0.5", "alpha=0.6"),
+}
+
+
 @pytest.fixture(scope="module")
 def bsr_report(tmp_path_factory, client):
+    """One `reproduce bsr --quick` (on the test's grids) shared by every test of the module."""
+    paper = PAPERS["bsr"]
+    assert set(TEST_QUICK) == set(paper.sweeps)
+    small = dataclasses.replace(paper, runs=tuple(dataclasses.replace(run, quick=TEST_QUICK[run.spec])
+                                                  for run in paper.runs))
     folder = tmp_path_factory.mktemp("reproduce")
-    code = main(["reproduce", "bsr", "--quick", "--store", str(folder / "s.zarr"), "-o", str(folder / "report"),
-                 "--cluster", client.scheduler.address, "--no-progress"])
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(PAPERS, "bsr", small)
+        code = main(["reproduce", "bsr", "--quick", "--store", str(folder / "s.zarr"), "-o", str(folder / "report"),
+                     "--cluster", client.scheduler.address, "--no-progress"])
     assert code == 0
     return folder / "report"
 
@@ -45,15 +66,31 @@ def test_report_is_static_and_its_table_is_computed(bsr_report):
     rows = list(csv.DictReader((bsr_report / "agreement.csv").open()))
     assert page.count("<tr class=") == len(rows) > 0
     fig1 = [r for r in rows if r["figure"] == "Fig. 1" and "mse" in r["quantity"] and "ridge" not in r["curve"]]
-    assert len(fig1) == 2  # rho = 0.2 and 0.5 against the published beta = 1 curves
+    # rho = 0.5 against the published beta = 1 curve: the regular points, and alpha_PR = 0.75, where the file's
+    # fixed-point iteration stops at 1.1e-4 and ours is 0 (docs/bsr.md explains it)
+    assert [r["curve"].split(",")[-1].strip() for r in fig1] == ["noiseless: worst of 4 common points (alpha = 0.25)",
+                                                                 "alpha = 0.75"]
     for row in rows:
         assert abs(float(row["ours"]) - float(row["published"]) - float(row["deviation"])) <= \
             1e-6 * max(1.0, abs(float(row["ours"])))
         assert row["verdict"] == ("agrees" if abs(float(row["deviation"])) <= float(row["tolerance"])
                                   else row["verdict"])
-    for r in fig1:
-        assert r["verdict"] == "agrees" and float(r["tolerance"]) == 1e-5
+    assert fig1[0]["verdict"] == "agrees" and all(float(r["tolerance"]) == 1e-5 for r in fig1)
+    assert fig1[1]["verdict"] == "differs (explained)" and fig1[1]["explanation"].startswith("docs/bsr.md, section")
+    assert float(fig1[1]["ours"]) == 0 and 'href="#explain-docs-bsr-md' in page and "Explained differences" in page
     assert "bsr-se.quick" in page and "git revision" in page and "CPU s" in page
+
+
+def test_quick_figure_titles_state_the_size_they_ran_at(bsr_report):
+    """A spec title names the full size (bsr-gamp: "d = L = 100 (16 seeds ..."): the title of a run with
+    --set overrides says what it ran at."""
+    from seqphase.results.plot import run_size_note
+    from seqphase.results.query import open_results
+
+    gamp = open_results("bsr-gamp.quick", bsr_report.parent / "s.zarr")
+    assert "d = L = 100" in gamp.attrs["title"]
+    assert run_size_note(gamp) == (" [as run: method.d = 30; method.n_seeds = 3; rho = 0.5; alpha = 0.8; "
+                                   "method.max_iter = 60]")
 
 
 @pytest.mark.parametrize("args, words", [
