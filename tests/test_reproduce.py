@@ -3,6 +3,7 @@ bad input (one line, exit 2, nothing written), and the page in a real browser (h
 
 import csv
 import dataclasses
+import math
 import os
 import re
 import shutil
@@ -150,3 +151,54 @@ def test_page_renders_in_headless_chromium(bsr_report, tmp_path):
     n_rows = sum(1 for _ in csv.DictReader((bsr_report / "agreement.csv").open()))
     assert images == 5 and broken == 0 and rows == n_rows > 0
     assert shot.is_file() and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_every_explanation_names_a_docs_section_that_exists():
+    """A `differs (explained)` row quotes a docs section: each (page, title) the checks name must exist."""
+    import ast
+
+    from seqphase.results import report
+
+    tree = ast.parse(Path(report.__file__).read_text())
+    named = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Tuple) and len(node.elts) == 2:
+            try:
+                page, title = (ast.literal_eval(e) for e in node.elts)
+            except ValueError:
+                continue
+            if isinstance(page, str) and page.startswith("docs/") and page.endswith(".md"):
+                named.add((page, title))
+    assert len(named) >= 7
+    for page, title in named:
+        assert report.docs_section(page, title), (page, title)
+
+
+def test_cut_offset_of_a_bisection_on_a_squared_distance():
+    """value = c (t - alpha)^2 below t (side -1) or c (alpha - t)^2 above it (side +1): a bisection on the cut
+    stops sqrt(cut / c) from t, which quadratic_cut_offset recovers with no linearisation error; a value
+    that is not a square of the distance (a cube here) gets a non-zero one."""
+    from seqphase.results.report import quadratic_cut_offset
+
+    t, c, cut = 0.42, 20.0, 1e-6
+    for side in (-1, 1):
+        alpha_b = t + side * math.sqrt(cut / c)
+        offset, error = quadratic_cut_offset(lambda a: c * (a - t) ** 2, alpha_b, cut, side)
+        assert offset == pytest.approx(math.sqrt(cut / c), rel=1e-9) and error < 1e-12
+    alpha_b = t - (cut / c) ** (1 / 3)
+    offset, error = quadratic_cut_offset(lambda a: c * abs(t - a) ** 3, alpha_b, cut, -1)
+    assert error > 0.01 * offset
+
+
+def test_counting_cut_offset_is_where_the_aim_bisection_stops():
+    """The AIM counting bisection (mse < mse_cut) stops alpha_c * counting_cut_offset below the closed form,
+    to its rtol: the tolerance of the counting-threshold rows is that offset, derived, not fitted."""
+    from seqphase.core.aim import thresholds
+    from seqphase.results.report import counting_cut_offset
+
+    for rho in (0.5, 1.0):
+        closed = thresholds.counting_threshold(rho, 2, "softmax")
+        found = thresholds.counting_threshold_bisection(rho, 2, "softmax", mse_cut=1e-4, rtol=1e-9)
+        offset = counting_cut_offset(rho, 1e-4)
+        assert 1e-5 < offset < 1e-2
+        assert found == pytest.approx(closed * (1 - offset), rel=1e-8)
