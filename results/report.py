@@ -244,12 +244,18 @@ def _quadratic(results):
                                lambda point: QUADRATIC_GAMP_BIAS.get(float(point.get("delta", 0.0))))
     ds = results.get("quadratic-thresholds")
     if ds is not None:
+        mse_cut, rtol = _setting(ds, "mse_cut"), _setting(ds, "rtol")
         for kappa in ds["kappa"].values:
             sub = ds.sel(kappa=kappa)
+            closed = _scalar(sub["alpha_closed_form"])
+            # noiseless, mse = mmse(kappa t) of the AIM-normalised RIE at rho = kappa (core/quadratic/se.py) and
+            # alpha = kappa mmse(D)/(2D) at D = kappa t: the AIM counting curve with k = 2/kappa, same offset
+            offset = closed * counting_cut_offset(float(kappa), mse_cut)
             rows.append(Row("perfect recovery", f"kappa = {kappa:g}", "alpha_PR, SE bisection vs the paper's "
-                            "closed form", _scalar(sub["alpha_bisection"]), _scalar(sub["alpha_closed_form"]),
-                            1e-3 * _scalar(sub["alpha_closed_form"]),
-                            "bisection on mse < mse_cut = 1e-4: relative offset below 1e-3 (docs/quadratic.md)"))
+                            "closed form", _scalar(sub["alpha_bisection"]), closed, offset + 2 * rtol * closed,
+                            f"where the bisection stops: mse = mse_cut = {mse_cut:g} is reached {offset / closed:.2g} "
+                            f"(relative) below alpha_PR, 1 - mse_cut/(D mmse'(0)) at mmse(D) = mse_cut (the RIE at "
+                            f"rho = kappa), plus 2 rtol = {2 * rtol:g}"))
     return rows
 
 
