@@ -419,10 +419,10 @@ def cmd_reproduce(args):
     from seqphase.sweeps.spec import load_sweep
 
     if args.list:
-        print(f"{'id':11s} {'arXiv':11s} {'sweeps':>6s}  {'cost full':24s} {'cost quick':24s} title")
+        print(f"{'id':11s} {'arXiv':11s} {'sweeps':>6s}  {'cost full':30s} {'cost quick':20s} title")
         for paper in PAPERS.values():
-            print(f"{paper.id:11s} {paper.arxiv:11s} {len(set(paper.sweeps)):6d}  {paper.cost_full:24s} "
-                  f"{paper.cost_quick:24s} {paper.title}")
+            print(f"{paper.id:11s} {paper.arxiv:11s} {len(set(paper.sweeps)):6d}  {paper.cost_full:30s} "
+                  f"{paper.cost_quick:20s} {paper.title}")
             print(f"{'':11s} sweeps: {', '.join(dict.fromkeys(paper.sweeps))}")
         return 0
     if not args.paper:
