@@ -12,6 +12,8 @@
     seqphase retry-failed SWEEP [--store PATH] [--cluster ...] [--workers N]
     seqphase verify SWEEP [--store PATH]
     seqphase migrate [SWEEP ...] [--store PATH]
+    seqphase reproduce PAPER [--quick] [--store PATH] [-o DIR] [--cluster ...] [--workers N]
+    seqphase reproduce --list
 
 Bad input (unknown sweep, model or parameter, a value out of range, a malformed spec, a foreign or
 corrupted store) prints one line naming the field and the fix, exits with code 2 and writes nothing.
@@ -36,7 +38,7 @@ def build_parser():
     sub = parser.add_subparsers(dest="command", required=True)
 
     def add_store(p):
-        p.add_argument("--store", default=None, help="zarr store (default ./results/seqphase.zarr)")
+        p.add_argument("--store", default=None, help="zarr store (default $SEQPHASE_STORE, else ./seqphase.zarr)")
 
     def add_slurm(p):
         p.add_argument("--profile", default=None, metavar="FILE",
@@ -104,6 +106,16 @@ def build_parser():
                              "points with checksums (all sweeps of the store if none is named)")
     migrate.add_argument("sweeps", nargs="*", metavar="SWEEP")
     add_store(migrate)
+
+    reproduce = sub.add_parser("reproduce", help="run every sweep of a paper and write DIR/index.html: figures, "
+                               "the agreement table with the published data, provenance")
+    reproduce.add_argument("paper", nargs="?", help="paper id (seqphase reproduce --list)")
+    reproduce.add_argument("--list", action="store_true", help="list the papers: id, title, arXiv, sweeps, cost")
+    reproduce.add_argument("--quick", action="store_true", help="reduced grids (stated in the report), each "
+                           "paper in under 10 minutes on 2 cores")
+    reproduce.add_argument("-o", "--output", default=None, help="report folder (default ./reproduce-PAPER[-quick])")
+    add_store(reproduce)
+    add_cluster(reproduce)
     return parser
 
 
@@ -169,6 +181,7 @@ def cmd_retry_failed(args):
 
 def _execute(sweep, args, mode):
     from seqphase.cluster import connect, run_sweep
+    from seqphase.results.conventions import require_current_names
     from seqphase.results.store import Store
     from seqphase.sweeps.planner import plan_sweep
 
@@ -180,6 +193,7 @@ def _execute(sweep, args, mode):
     plan = plan_sweep(sweep)
     store = Store(args.store)
     store.preflight(plan)  # refuse a foreign, corrupted or locked store before starting anything
+    require_current_names(store, sweep.name)  # an old group (e.g. BSR `mmse`): migrate first
     started = False
     try:
         # Connect before touching the store: an unreachable cluster must leave it as it was.
@@ -406,6 +420,7 @@ def cmd_verify(args):
 
 
 def cmd_migrate(args):
+    from seqphase.results.conventions import migrate_names
     from seqphase.results.migrate import migrate_group
     from seqphase.results.query import sweep_name
     from seqphase.results.store import Store
@@ -417,9 +432,14 @@ def cmd_migrate(args):
     with store.lock():
         store.unconsolidate(*names)
         for name in names:
+            renamed = migrate_names(store, name)
+            if renamed:
+                print(f"seqphase: {name}: renamed " + ", ".join(f"{old} -> {new}" for old, new in renamed)
+                      + " (values unchanged)", file=sys.stderr)
             done = migrate_group(store, name)
             if done is None:
-                print(f"seqphase: {name}: already in the current layout", file=sys.stderr)
+                if not renamed:
+                    print(f"seqphase: {name}: already in the current layout", file=sys.stderr)
                 continue
             points, before, after, pending = done
             print(f"seqphase: migrated {name}: {points} points, {before} files -> {after} files"
@@ -451,8 +471,69 @@ def cmd_plot(args):
     return 0
 
 
+def cmd_reproduce(args):
+    """Check everything (paper, report folder, every sweep, store, cluster options), run each sweep of the
+    paper (resuming what is stored) on one cluster, then write the report."""
+    import time
+    from pathlib import Path
+
+    from seqphase.results.conventions import require_current_names
+    from seqphase.results.report import MARKER
+    from seqphase.results.store import Store
+    from seqphase.sweeps.papers import PAPERS, get_paper
+    from seqphase.sweeps.planner import plan_sweep
+    from seqphase.sweeps.spec import load_sweep
+
+    if args.list:
+        print(f"{'id':11s} {'arXiv':11s} {'sweeps':>6s}  {'cost full':30s} {'cost quick':20s} title")
+        for paper in PAPERS.values():
+            print(f"{paper.id:11s} {paper.arxiv:11s} {len(set(paper.sweeps)):6d}  {paper.cost_full:30s} "
+                  f"{paper.cost_quick:20s} {paper.title}")
+            print(f"{'':11s} sweeps: {', '.join(dict.fromkeys(paper.sweeps))}")
+        return 0
+    if not args.paper:
+        raise SeqphaseError("PAPER", "missing", "name a paper id (seqphase reproduce --list)")
+    paper = get_paper(args.paper)
+    if args.workers is not None and args.workers < 1:
+        raise SeqphaseError("--workers", f"{args.workers} is not a positive number", "use --workers 1 or more")
+    out = Path(args.output or f"reproduce-{paper.id}{'-quick' if args.quick else ''}")
+    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / MARKER).is_file())):
+        raise SeqphaseError("-o", f"{out} exists and is not a seqphase report folder",
+                            "give a new or empty folder (-o DIR); nothing was written")
+    slurm_profile = _slurm_profile(args)
+    plans = [(run, plan_sweep(load_sweep(run.spec, overrides=run.overrides(args.quick),
+                                         rename=run.stored_name(args.quick)))) for run in paper.runs]
+    store = Store(args.store)
+    for _, plan in plans:
+        store.preflight(plan)  # a foreign, corrupted or locked store, other settings: refused before anything
+        require_current_names(store, plan.sweep.name)
+    from seqphase.cluster import connect, run_sweep
+
+    timings, failed = {}, 0
+    with connect(args.cluster, args.workers, slurm_profile=slurm_profile) as client:
+        store.check(create=True)
+        with store.lock():
+            for run, plan in plans:
+                started = time.perf_counter()
+                group = store.prepare(plan)
+                print(f"seqphase: reproduce {paper.id}: {plan.sweep.name}: {len(plan.points)} points", file=sys.stderr)
+                summary = run_sweep(plan, group, client, retries=args.retries, progress=not args.no_progress)
+                failed += summary.failed
+                timings[plan.sweep.name] = {"points": len(plan.points), "computed": summary.done,
+                                            "wall_s": time.perf_counter() - started,
+                                            "spec_hash": plan.identity_hash}
+    from seqphase.results.reproduce import write
+
+    rows = write(paper, args.quick, store, out, plans, timings)
+    from seqphase.results.report import summary as agreement_summary
+
+    print(f"seqphase: wrote {out}/index.html ({agreement_summary(rows)})", file=sys.stderr)
+    return EXIT_FAILED_POINTS if failed else 0
+
+
 COMMANDS = {"run": cmd_run, "submit": cmd_submit, "list": cmd_list, "status": cmd_status, "query": cmd_query, "plot": cmd_plot,
-            "retry-failed": cmd_retry_failed, "verify": cmd_verify, "migrate": cmd_migrate}
+            "retry-failed": cmd_retry_failed, "verify": cmd_verify, "migrate": cmd_migrate,
+            "reproduce": cmd_reproduce}
 
 
 if __name__ == "__main__":  # pragma: no cover

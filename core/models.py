@@ -112,11 +112,14 @@ def canonical_float(value):
 
 @dataclass(frozen=True)
 class Variable:
-    """One output of a point: its extra dims (beyond the point's grid dims), dtype and meaning."""
+    """One output of a point: its extra dims (beyond the point's grid dims), dtype and meaning; optionally
+    a short `long_name` (default: the doc's first clause) and CF `units` (default "1", dimensionless)."""
 
     dims: tuple
     dtype: str
     doc: str
+    units: str = ""
+    long_name: str = ""
 
 
 @dataclass

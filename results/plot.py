@@ -43,11 +43,29 @@ def make_figure(ds, companions=None):
         fig = figures.generic(plt, ds, method, companions)
     else:
         fig = model.figure(method, plt, ds, companions)
-    title = ds.attrs.get("title", ds.attrs.get("seqphase_sweep", ""))
+    title = ds.attrs.get("title", ds.attrs.get("seqphase_sweep", "")) + run_size_note(ds)
     width = fig.get_size_inches()[0]
     fig.suptitle(textwrap.fill(title, max(40, int(width * 13))), fontsize=10)
     fig.tight_layout()
     return fig
+
+
+def run_size_note(ds):
+    """What the stored run changed from its spec (`--set` overrides, e.g. a `reproduce --quick` grid), as a
+    suffix of the figure title, so that a title written for the spec's size never stands for a smaller run:
+    "" when the run is the spec as written. A long list is shown by its length."""
+    import json
+
+    try:
+        overrides = json.loads(ds.attrs.get("spec_resolved", "{}")).get("overrides", [])
+    except ValueError:
+        return ""
+    shown = []
+    for item in overrides:
+        key, _, value = item.partition("=")
+        count = len(value.split(","))
+        shown.append(f"{key} = {count} values" if count > 6 else f"{key} = {value}")
+    return f" [as run: {'; '.join(shown)}]" if shown else ""
 
 
 def done_only(ds):

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from seqphase.core.errors import StoreError
+from seqphase.results.conventions import current_dataset, iso8601, renames
 from seqphase.results.store import DONE, LEDGER, STATUS_NAMES, Store, _quiet, _short
 
 #: per-point dims that become rows: seeds, and the time axis of an algorithm (GAMP iterations, GD epochs of
@@ -51,7 +52,7 @@ def open_results(sweep, store=None, lazy=False):
     Phase-diagram results are small, so they are loaded into memory unless `lazy` (then the
     variables are dask arrays backed by the store)."""
     group = Store(store).open_sweep(sweep_name(sweep))
-    ds = _open_dataset(group, chunks="auto" if lazy else None)
+    ds = current_dataset(_open_dataset(group, chunks="auto" if lazy else None))
     if lazy:
         return ds
     return _load(ds, group)
@@ -142,10 +143,11 @@ class _Table:
         with _quiet():
             self.extra = {d: group.group[d][...] for d in self.extra_rows + [d for d in MATRIX_DIMS if d in present]}
         self.columns = []  # (column, array, {dim: position} to fix, dims left)
+        current = renames(group.attrs.get("model"), group.attrs.get("method"))  # old stores: current names
         for name in names:
             extra = [d for d in self.vdims[name] if d not in self.row_dims]
             if not extra:
-                self.columns.append((name, name, {}))
+                self.columns.append((current.get(name, name), name, {}))
             elif sorted(extra) == sorted(MATRIX_DIMS):
                 for i, row in enumerate(self.extra["row"]):
                     for j, col in enumerate(self.extra["col"]):
@@ -188,6 +190,7 @@ class _Table:
             if not include_all:
                 frame = frame[frame["status"] == DONE]
             frame["status"] = frame["status"].map(lambda code: STATUS_NAMES.get(int(code), str(code)))
+            frame["finished_at"] = iso8601(frame["finished_at"].to_numpy())
             yield frame.reset_index(drop=True)
 
 
@@ -219,6 +222,8 @@ def to_frame(ds, include_all=False):
     if not include_all:
         frame = frame[frame["status"] == DONE]
     frame["status"] = frame["status"].map(lambda code: STATUS_NAMES.get(int(code), str(code)))
+    if "finished_at" in frame.columns:
+        frame["finished_at"] = iso8601(frame["finished_at"].to_numpy())
     # Coordinates, then the model's variables in layout order, then the ledger.
     ledger = [c for c in LEDGER if c in frame.columns]
     data = [c for c in frame.columns if c not in row_dims and c not in ledger]

@@ -18,7 +18,12 @@ STORE_FORMAT = 1
 LAYOUT = 2
 CHUNK_BYTES = 4 << 20      # uncompressed bytes of one chunk of an array, at most (unless one point is larger)
 CHUNK_POINTS = 65536       # points in one chunk, at most
-DEFAULT_STORE = os.path.join("results", "seqphase.zarr")
+DEFAULT_STORE = "seqphase.zarr"  # in the working folder, unless $SEQPHASE_STORE names another
+
+
+def default_store():
+    """The store used without --store: $SEQPHASE_STORE if set, else ./seqphase.zarr."""
+    return os.environ.get("SEQPHASE_STORE") or DEFAULT_STORE
 
 NOT_REQUESTED, PENDING, DONE, FAILED = 0, 1, 2, 3
 STATUS_NAMES = {NOT_REQUESTED: "not requested", PENDING: "pending", DONE: "done", FAILED: "failed"}
@@ -29,7 +34,7 @@ LEDGER = {
     "point_hash": ("U64", "", "SHA-256 of the point's parameters, settings and algorithm version"),
     "error": ("U256", "", "reason of the last failure ('' if none)"),
     "runtime_s": ("f8", np.nan, "wall time of the point on its worker, seconds"),
-    "finished_at": ("f8", np.nan, "when the point was stored, seconds since the epoch (UTC)"),
+    "finished_at": ("f8", np.nan, "when the point was stored (a CF time: datetime64 once decoded)"),
     "attempts": ("i2", 0, "how many runs have computed this point"),
     "host": ("U64", "", "host that computed the point"),
     "worker": ("U64", "", "Dask worker address that computed the point"),

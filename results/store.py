@@ -39,9 +39,10 @@ from pathlib import Path
 import numpy as np
 
 from seqphase.core.errors import StoreError
+from seqphase.results.conventions import coordinate_attrs, ledger_attrs, variable_attrs
 from seqphase.results.schema import (  # noqa: F401  (re-exported: the store's public names)
     CHUNK_BYTES, CHUNK_POINTS, DEFAULT_STORE, DONE, ERROR_WIDTH, FAILED, LAYOUT, LEDGER, NOT_REQUESTED, PENDING,
-    STATUS_NAMES, STORE_FORMAT, _quiet, _short, codecs)
+    STATUS_NAMES, STORE_FORMAT, _quiet, _short, codecs, default_store)
 
 
 def grid_chunks(grid_shape, point_bytes):
@@ -93,7 +94,7 @@ class Store:
     """A seqphase zarr store on disk (a directory)."""
 
     def __init__(self, path=None):
-        self.path = Path(path or DEFAULT_STORE)
+        self.path = Path(path or default_store())
 
     # -- validation -----------------------------------------------------------------------------
     def check(self, create=False, allow_missing=False):
@@ -299,15 +300,17 @@ class SweepGroup:
             chunks = grid_chunks(grid_shape, np.dtype(var.dtype).itemsize * int(np.prod(extra_shape))) + extra_shape
             fill = _fill(var.dtype)
             data_vars[name] = (dims + list(var.dims), da.full(shape, fill, dtype=var.dtype, chunks=chunks),
-                               {"doc": var.doc})
+                               variable_attrs(var))
             encoding[name] = {"chunks": chunks, "compressors": codecs()}
         for name, (dtype, fill, doc) in LEDGER.items():
             chunks = grid_chunks(grid_shape, np.dtype(dtype).itemsize)
-            data_vars[name] = (dims, da.full(grid_shape, fill, dtype=dtype, chunks=chunks), {"doc": doc})
+            data_vars[name] = (dims, da.full(grid_shape, fill, dtype=dtype, chunks=chunks), ledger_attrs(name, doc))
             encoding[name] = {"chunks": chunks, "compressors": codecs()}
         for name in list(coords) + list(extra):
             encoding[name] = {"compressors": codecs()}
         ds = xr.Dataset(data_vars, coords={**coords, **{k: v for k, v in extra.items()}})
+        for name in ds.coords:
+            ds[name].attrs.update(coordinate_attrs(name, ds[name].dtype, plan.model.params.get(name)))
         attrs = {
             "seqphase_sweep": plan.sweep.name,
             "title": plan.sweep.title,

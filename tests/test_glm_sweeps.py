@@ -1,5 +1,5 @@
 """The shipped GLM sweeps end to end through the CLI: values against the closed forms and published
-thresholds (shared/spec/multiindex_glm.md section 3.2 and section 4), figures produced."""
+thresholds (docs/results.md, section Values), figures produced."""
 
 import csv
 import io

@@ -26,7 +26,7 @@ from seqphase.sweeps.planner import payload, plan_sweep
 from seqphase.sweeps.spec import load_sweep, shipped_specs
 
 SHIPPED = Path(seqphase.__file__).resolve().parent / "sweeps" / "reference" / "smi"
-TEST_COPIES = Path(__file__).resolve().parent / "data" / "smi"   # the project's copies of shared/reference/smi
+TEST_COPIES = Path(__file__).resolve().parent / "data" / "smi"   # copies of sweeps/reference/smi
 PUBLISHED = ("BO_2w.csv", "gen_error_BO_2w.csv", "gen_error_BO_2w_one_layer.csv", "alpha_critical.csv")
 
 

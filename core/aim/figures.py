@@ -65,6 +65,13 @@ def _pick(ds, **fixed):
     return ds.sel(sel)
 
 
+def _holds(values, value):
+    """Whether a coordinate's values contain `value` (strings exactly, numbers to float rounding)."""
+    if isinstance(value, str):
+        return value in [str(v) for v in values]
+    return bool(np.isclose(np.asarray(values, dtype=float), float(value), rtol=1e-12, atol=0).any())
+
+
 def _one(sub, keep=("alpha",)):
     """Drop every remaining point dim but `keep` by taking its first value."""
     drop = {d: 0 for d in sub.attrs.get("point_dims", sub.dims) if d in sub.dims and d not in keep}
@@ -351,8 +358,11 @@ def plot_gamp(plt, ds, companions=None):
             if se_ds is not None:
                 fixed = {"channel": channel, "hardmax_gout": gout, "T": T,
                          "rho": float(cell["rho"].values) if "rho" in cell.coords else None}
-                comp = _one(_pick(se_ds, **{d: v for d, v in fixed.items() if v is not None}))
-                if "alpha" in comp.dims and _done(comp).any():
+                want = {d: v for d, v in fixed.items() if v is not None and d in se_ds.dims}
+                # the companion may have no curve at this cell (e.g. hardmax beside the softmax SE)
+                comp = _one(_pick(se_ds, **want)) if all(_holds(se_ds[d].values, v) for d, v in want.items()) \
+                    else None
+                if comp is not None and "alpha" in comp.dims and _done(comp).any():
                     x, y = _curve(comp)
                     ax.plot(x, y, color="0.6", lw=1, zorder=0)
             for a in alpha[keep]:

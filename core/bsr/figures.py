@@ -64,7 +64,7 @@ def _select(ds, **fixed):
     return ds.sel({d: v for d, v in fixed.items() if d in ds.dims})
 
 
-def _curve(sub, var="mmse"):
+def _curve(sub, var="mse"):
     """(alpha, values) of a 1-d (alpha) selection at its done points, sorted."""
     x = np.atleast_1d(sub["alpha"].values)
     y = np.atleast_1d(sub[var].values.astype(float))

@@ -6,7 +6,8 @@ entries). Errors are per entry, (1/(dL)) ||S_hat - S*||_F^2: 1 at alpha = 0, the
 label (a noisy label adds delta).
 
 Methods (the science is in se.py, baselines.py and thresholds.py):
-- "se": the Bayes-optimal error `mmse` of (A.1), `zeta` (the effective noise of the denoising step; 0 at
+- "se": the Bayes-optimal error `mse` of (A.1) (stores written before the one-name convention call it
+  `mmse`: results/conventions.py), `zeta` (the effective noise of the denoising step; 0 at
   perfect recovery, inf at alpha = 0), `mse_ridge` (optimal ridge on the vectorised input, the files'
   `mse_ridge_opt`) and `alpha_pr`, the closed-form perfect-recovery threshold of the point's (rho, beta) (NaN
   when delta > 0: no perfect recovery with noise).
@@ -46,7 +47,7 @@ class SE(Method):
 
     def layout(self, settings):
         return Layout({}, {
-            "mmse": Variable((), "f8", "Bayes-optimal error (1/(dL)) E||S_hat - S*||_F^2 = alpha zeta - delta "
+            "mse": Variable((), "f8", "Bayes-optimal error (1/(dL)) E||S_hat - S*||_F^2 = alpha zeta - delta "
                              "(1 at alpha = 0)"),
             "zeta": Variable((), "f8", "effective noise of the denoising step, alpha zeta = delta + mmse_den(zeta) "
                              "(0 at perfect recovery, inf at alpha = 0)"),
@@ -57,7 +58,7 @@ class SE(Method):
     def run(self, params, settings, seed_sequence):
         alpha, rho, beta, delta = params["alpha"], params["rho"], params["beta"], params["delta"]
         state = se_mod.bo_state(alpha, rho, beta, delta)
-        return {"mmse": state.mmse, "zeta": state.zeta, "mse_ridge": float(baselines.mse_ridge(alpha, delta)),
+        return {"mse": state.mmse, "zeta": state.zeta, "mse_ridge": float(baselines.mse_ridge(alpha, delta)),
                 "alpha_pr": thresholds.alpha_pr(rho, beta) if delta == 0 else math.nan}
 
     def figure(self, plt, ds, companions):

@@ -17,13 +17,13 @@ def _settings(method, **over):
 def test_se_points_through_the_registry():
     """Spec §8b values (7 decimals; the RIE table adds < 1.5e-7, tests/bsr/test_bsr_se.py) and the ridge column."""
     out = run_point("bsr", "se", {"alpha": 0.5, "rho": 0.5, "beta": 1.0, "delta": 0.0}, _settings("se"), 1, [0])
-    assert abs(out["mmse"] - 0.3514552) < 2e-7 and out["alpha_pr"] == 0.75
+    assert abs(out["mse"] - 0.3514552) < 2e-7 and out["alpha_pr"] == 0.75
     assert out["mse_ridge"] == pytest.approx(0.5, abs=1e-15)
-    assert out["zeta"] == pytest.approx(out["mmse"] / 0.5, rel=1e-12)
+    assert out["zeta"] == pytest.approx(out["mse"] / 0.5, rel=1e-12)
     out = run_point("bsr", "se", {"alpha": 0.5, "rho": 0.2, "beta": 1.0, "delta": 0.5}, _settings("se"), 1, [0])
-    assert abs(out["mmse"] - 0.5099198) < 2e-7 and math.isnan(out["alpha_pr"])
+    assert abs(out["mse"] - 0.5099198) < 2e-7 and math.isnan(out["alpha_pr"])
     out = run_point("bsr", "se", {"alpha": 0.0, "rho": 0.5, "beta": 1.0, "delta": 0.0}, _settings("se"), 1, [0])
-    assert out["mmse"] == 1.0 and out["zeta"] == math.inf and out["mse_ridge"] == 1.0
+    assert out["mse"] == 1.0 and out["zeta"] == math.inf and out["mse_ridge"] == 1.0
 
 
 def test_threshold_point():
@@ -48,10 +48,10 @@ def test_shipped_sweep_runs_and_plots(bsr_store, tmp_path):
     rows = out.strip().splitlines()
     header = rows[0].split(",")
     assert len(rows) == 1 + 4 * 2 and header[:4] == ["alpha", "rho", "beta", "delta"]
-    assert {"mmse", "zeta", "mse_ridge", "alpha_pr"} <= set(header)
+    assert {"mse", "zeta", "mse_ridge", "alpha_pr"} <= set(header)
     values = [dict(zip(header, row.split(","))) for row in rows[1:]]
     point = next(v for v in values if float(v["alpha"]) == 0.5 and float(v["delta"]) == 0.0)
-    assert abs(float(point["mmse"]) - 0.3514552) < 2e-7
+    assert abs(float(point["mse"]) - 0.3514552) < 2e-7
     code, _, err = cli("plot", "bsr-se", "-o", tmp_path / "se.png", "--store", bsr_store)
     assert code == 0 and (tmp_path / "se.png").stat().st_size > 10000, err
 

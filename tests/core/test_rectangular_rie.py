@@ -14,7 +14,7 @@ from seqphase.core.rectangular_rie import (FOUR_PI2_OVER_3, RectangularRIE, infi
                                            perfect_recovery_alpha, rectangular_mmse_table)
 from seqphase.core.rie import bulk_rule
 
-REFERENCE = Path("/work/shared/reference/bsr")
+REFERENCE = Path(__file__).resolve().parents[2] / "sweeps" / "reference" / "bsr"
 CASES = [(0.5, 1.0, 0.7), (0.2, 1.0, 0.05), (1.0, 1.0, 0.3), (2.0, 1.0, 1e-3), (0.2, 2.0, 0.3),
          (0.2, 5.0, 0.1), (2.0, 3.0, 0.2), (0.05, 1.01, 0.5), (0.3, 0.5, 0.4)]
 

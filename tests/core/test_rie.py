@@ -12,7 +12,7 @@ import pytest
 from seqphase.core.errors import ParameterError
 from seqphase.core.rie import FOUR_PI2_OVER_3, SymmetricRIE, bulk_rule, mmse_table
 
-SOFTMAX_CSV = Path("/work/shared/reference/aim/SE_softmax_T=2_rho=0.5.csv")
+SOFTMAX_CSV = Path(__file__).resolve().parents[2] / "sweeps" / "reference" / "aim" / "SE_softmax_T=2_rho=0.5.csv"
 
 
 def integrate(rie, delta, f, levels=16, nodes=16):

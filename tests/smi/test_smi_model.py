@@ -11,7 +11,7 @@ import pytest
 
 from seqphase.core.models import get_model, run_point
 
-# copied from shared/reference/smi (the authors' data/BO_2w.csv, spec smi.md §7)
+# the authors' data/BO_2w.csv (sweeps/reference/smi/BO_2w.csv)
 REFERENCE = Path(__file__).resolve().parents[1] / "data" / "smi" / "BO_2w.csv"
 
 
