@@ -33,8 +33,9 @@ scrambled Sobol set from the point's stream, and the driver adds the blocks' sum
 routes are *processes*: generators that yield the passes they need next (a list: side by side) and
 receive their sums; `parallel` runs several processes side by side (the two layers' routes, the probes
 of a search), and `as_tasks` turns a process into a `Method.tasks` generator. The root searches that
-version 5 ran one evaluation at a time (false position) are rounds of k probes (`search`: a k-section,
-then two probes at the secant root +- half the tolerance); every probe is a pass of its own. k is a
+version 5 ran one evaluation at a time (false position) are rounds of k probes (`search`: k probes over
+the bracket, then two at the interpolated root +- half the tolerance beside k - 2 section points); every
+probe is a pass of its own. k is a
 setting, not the number of workers, so a point's value does not depend on the cluster. What version 6
 changes in the numbers: the sums are added block by block (rounding), and the searches' final brackets
 differ (the same root of the same sampled function, within the search's rtol; docs/smi.md, the table).
