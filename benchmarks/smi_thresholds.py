@@ -8,7 +8,10 @@ on the embedded local cluster: wall time on 1 and 2 workers, and each point's CP
 (the same random streams as the sweep's points; the per-point costs whose sum bounds the sweep: on 2 workers the sweep takes at least max(largest point,
 total / 2)). Without it, each worker count runs the whole sweep from scratch into a fresh temporary
 store: `sweep s` is the time from the first submission to the last point stored, `total s` adds the
-cluster start-up; the table of thresholds of the last run follows.
+cluster start-up, `works` / `work_s` / `chain_s` are the run record's (threshold version 6 cuts a point
+into works: Monte Carlo blocks, route and probe passes; work_s sums their runtimes, chain_s is the
+longest chain of one point's stages), with the list-scheduling bounds on `--on` workers; the table of
+thresholds of the last run follows.
 """
 
 import argparse
@@ -49,7 +52,7 @@ def points(skips, overrides):
     print(f"total CPU {total:.1f} s")
 
 
-def sweep(workers_list, overrides, keep=None):
+def sweep(workers_list, overrides, keep=None, on=256):
     from seqphase.cluster import connect, run_sweep
     from seqphase.results.query import open_results
     from seqphase.results.store import Store
@@ -57,7 +60,8 @@ def sweep(workers_list, overrides, keep=None):
     from seqphase.sweeps.spec import load_sweep
 
     plan = plan_sweep(load_sweep("smi-thresholds", overrides))
-    print(f"{'workers':>7s} {'points':>6s} {'sweep s':>8s} {'total s':>8s} {'failed':>6s}")
+    print(f"{'workers':>7s} {'points':>6s} {'sweep s':>8s} {'total s':>8s} {'failed':>6s} {'works':>6s} "
+          f"{'work_s':>8s} {'chain_s':>8s}")
     failed = 0
     for workers in workers_list:
         with tempfile.TemporaryDirectory() as folder:
@@ -68,8 +72,15 @@ def sweep(workers_list, overrides, keep=None):
                 group = Store(path).prepare(plan)
                 summary = run_sweep(plan, group, client, progress=False)
             total = time.perf_counter() - started
-            print(f"{workers:7d} {len(plan.points):6d} {summary.elapsed_s:8.1f} {total:8.1f} {summary.failed:6d}",
-                  flush=True)
+            width = summary.width  # the run record's works, work_s (CPU-s summed), chain_s (longest chain)
+            print(f"{workers:7d} {len(plan.points):6d} {summary.elapsed_s:8.1f} {total:8.1f} {summary.failed:6d} "
+                  f"{width.get('works', 0):6d} {width.get('work_s', 0):8.1f} {width.get('chain_s', 0):8.1f}", flush=True)
+            if width:
+                # Graham's list-scheduling bound on `on` workers: no more than work / W + longest chain, no
+                # less than either; with W far above the width of a stage the chain decides
+                lo_s = max(width["work_s"] / on, width["chain_s"])
+                print(f"        list-scheduled on {on} workers: between {lo_s:.1f} and "
+                      f"{width['work_s'] / on + width['chain_s']:.1f} s", flush=True)
             failed += summary.failed
             if last:
                 ds = open_results("smi-thresholds", path).load()
@@ -88,12 +99,13 @@ def main(argv=None):
     parser.add_argument("--set", action="append", default=[], dest="overrides",
                         help="a spec override as for `seqphase run --set` (repeatable)")
     parser.add_argument("--keep", default=None, help="store of the last worker count (kept; default: a temporary one)")
+    parser.add_argument("--on", type=int, default=256, help="workers of the list-scheduling bound (default 256)")
     parser.add_argument("--points", default=None, help="comma-separated skips to run in this process instead")
     args = parser.parse_args(argv)
     if args.points:
         points([float(s) for s in args.points.split(",")], args.overrides)
         return 0
-    return sweep([int(w) for w in args.workers.split(",")], args.overrides, args.keep)
+    return sweep([int(w) for w in args.workers.split(",")], args.overrides, args.keep, args.on)
 
 
 if __name__ == "__main__":

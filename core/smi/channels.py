@@ -143,6 +143,12 @@ class AttentionChannel(Channel):
                                                      self._points, r.lam_prior, r.lam_band, r.lam_sheet, r.band)
         return logZ, mean.reshape(-1, self.p, self.T), second
 
+    def strip_coordinates(self, v11):
+        """True when the 2-layer posterior grids z1 in strip coordinates at this skip and V11 = v11 (small
+        skips: 2-6 ms a sample against ~0.1 ms on the plain grid, docs/smi.md), as `posterior` decides."""
+        rho, _ = strip_map(self.skip, float(np.sqrt(v11)), self.resolution.n0)
+        return self.depth == 2 and rho < RHO_MAX
+
     def posterior_covariance(self, u, omega, V):
         """Posterior mean (N, p, T) and full covariance (N, pT, pT) (index layer * T + token): the
         cross-token and cross-layer moments that the thresholds' F map and K11 use."""

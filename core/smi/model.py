@@ -10,7 +10,8 @@ Methods:
   index is omega; what the published CSVs contain) and `gen_error_bayes` (posterior-mean predictor),
   each with its Monte Carlo standard error.
 - "threshold": alpha_2 = 1/K22 (stability, F map at Q = 0) and by SE bisection; alpha_1 by the staircase
-  (alpha K11(q*(alpha)) = 1) and by SE bisection (`core/smi/thresholds.py`).
+  (alpha K11(q*(alpha)) = 1) and by SE bisection (`core/smi/thresholds.py`), a point as a graph of works
+  (`Method.tasks`: Monte Carlo blocks, routes side by side, root searches in rounds of k probes).
 - "gamp": GAMP (`core/smi/gamp.py`, spec §4) on `n_seeds` instances of dimension d: per seed and
   iteration M = W_hat W*^T / d (`overlap`), W_hat W_hat^T / d, the plug-in test error on n_gen fresh
   sequences; `damping` is the weight of the OLD iterate (the reference's delta = 0.8 on the new one is
@@ -28,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from seqphase.core.errors import ParameterError
-from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, SeededMethod, Variable, children
+from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, SeededMethod, Variable, children, drive
 from seqphase.core.numerics import pad_matrix
 from seqphase.core.smi import figures
 from seqphase.core.smi import gamp as sgamp
@@ -74,6 +75,12 @@ _THR = {
     "delta": _f("delta", "size of the perturbation whose growth the SE-map route follows", 1e-6, 0.0, 1e-3),
     "n_steps": _i("n_steps", "SE iterations of the SE-map route per alpha (the growth over the last)", 2, 1, 50),
     "bisection": Param("bisection", "bool", "also locate both thresholds by the SE map's growth rate", True),
+    "k": _i("k", "probes per round of the root searches, evaluated side by side (a k-section; not the number "
+            "of workers, so that a point's value does not depend on the cluster)", 4, 2, 64),
+    "block": _i("block", "posterior evaluations per work (a power of 2) where the posterior uses its plain grid "
+                "(c >~ 0.4: ~0.1 ms each, ~0.5 s a work)", 4096, 64, 1 << 20),
+    "block_strip": _i("block_strip", "posterior evaluations per work (a power of 2) where it uses strip "
+                      "coordinates (small skips: 1-6 ms each, ~1-2 s a work)", 512, 64, 1 << 20),
 }
 _GAMP = {
     "d": _i("d", "input dimension (reference: 1000)", 1000, 20),
@@ -224,7 +231,8 @@ class GAMP(SeededMethod):
 
 
 class Threshold(Method):
-    """alpha_2 and alpha_1, each two ways on one point set (`core/smi/thresholds.py`, version 5):
+    """alpha_2 and alpha_1, each two ways on one point set (`core/smi/thresholds.py`; the routes of version
+    5, computed as a graph of works since version 6):
     stability (the Perron value of the linearisation: 1/K22 at Q = 0; alpha K11(q*) = 1 on the layer-2
     fixed-point curve) and the SE map (the growth factor of a small perturbation under the full SE
     iteration, = 1 at the threshold; stored under *_bisection, with its final bracket)."""
@@ -240,6 +248,12 @@ class Threshold(Method):
         if settings["n_mc"] > settings["n_k"]:
             raise ParameterError("method.n_mc", f"n_mc = {settings['n_mc']} exceeds n_k = {settings['n_k']}: the "
                                  "SE-map route runs on the first n_mc of the n_k points", "set n_mc <= n_k")
+        for name in ("block", "block_strip"):
+            size = settings[name]
+            if size & (size - 1):
+                raise ParameterError(f"method.{name}", f"{name} = {size} is not a power of 2: blocks must tile the "
+                                     "Sobol point set (2^m points) and start at multiples of their size",
+                                     f"use a power of 2, e.g. {1 << size.bit_length()}")
         if settings["alpha_hi"] <= 1.0 / 6.0:
             raise ParameterError("method.alpha_hi", f"alpha_hi = {settings['alpha_hi']:g} brackets no transition: "
                                  "every threshold of this model is >= 1/6 (K <= T(T+1) = 6)",
@@ -265,44 +279,13 @@ class Threshold(Method):
         v["note"] = Variable((), "U200", "why a route is inf or NaN ('' when every route is a root)")
         return Layout({}, v)
 
+    def tasks(self, params, settings, seed_sequence):
+        """The point as a graph of works (`sth.point_tasks`): posterior passes cut into blocks, the routes
+        side by side, root searches in rounds of k probes."""
+        return sth.point_tasks(_channel(params), settings, seed_sequence)
+
     def run(self, params, settings, seed_sequence):
-        ch, s = _channel(params), settings
-        k_k, _ = seed_sequence.spawn(2)  # the second child fed the version-4 SE-run points
-        kd = sse.Draws(ch.p, ch.T, s["n_k"], np.random.default_rng(k_k))
-        k0 = sth.k_at_zero(ch, kd, s["eps"])
-        a2 = 1.0 / k0.perron
-        out = {"alpha2_stability": a2, "alpha2_stability_se": a2 * k0.K_se[-1, -1] / k0.K[-1, -1],
-               "k22": k0.K[-1, -1], "k11_at_zero": k0.K[0, 0]}
-        notes = []
-        half = kd.head(min(1 << int(np.ceil(np.log2(s["n_mc"]))), kd.xi.shape[0]))
-        walk = dict(eps=s["eps"], delta=s["delta"], n_steps=s["n_steps"], rtol=s["rtol"])
-        if s["bisection"]:
-            r2 = sth.alpha2_growth(ch, sth.ring_pairs(half, range(ch.p)), **walk)
-            out.update(alpha2_bisection=r2.value, alpha2_bisection_lo=r2.lo, alpha2_bisection_hi=r2.hi)
-        else:
-            out.update(alpha2_bisection=np.nan, alpha2_bisection_lo=np.nan, alpha2_bisection_hi=np.nan)
-            notes.append("bisection = false: no SE-map route")
-        stab, r_info, q_star, map1 = sth.alpha1_routes(
-            ch, kd, map_draws=sth.ring_pairs(half, [0]), k_coarse=s["k_coarse"], alpha_hi=s["alpha_hi"],
-            bisection=s["bisection"], **walk)
-        out["alpha1_stability"] = stab.value
-        out["q_star_at_alpha1"] = q_star
-        if r_info is not None and stab.hi > stab.lo:
-            # r = alpha K11 crosses 1 with slope r'(alpha); an error dr of K11 shifts the root by dr / r'
-            slope = (r_info[1] - r_info[0]) / (stab.hi - stab.lo)
-            out["alpha1_stability_se"] = r_info[2] / slope if slope > 0 else np.nan
-        else:
-            out["alpha1_stability_se"] = np.nan
-        if stab.note:
-            notes.append(f"alpha1_stability: {stab.note}")
-        if map1 is not None:
-            out.update(alpha1_bisection=map1.value, alpha1_bisection_lo=map1.lo, alpha1_bisection_hi=map1.hi)
-            if map1.note:
-                notes.append(f"alpha1_bisection: {map1.note}")
-        else:
-            out.update(alpha1_bisection=np.nan, alpha1_bisection_lo=np.nan, alpha1_bisection_hi=np.nan)
-        out["note"] = "; ".join(dict.fromkeys(notes))[:200]
-        return out
+        return drive(self.tasks(params, settings, seed_sequence))
 
     def figure(self, plt, ds, companions):
         return figures.plot_thresholds(plt, ds, companions)
@@ -366,10 +349,11 @@ class SMIModel(Model):
                                              "transient; v4: small-skip posterior, channels.py)"),
                 "gamp": GAMP(_GAMP, version=2, doc="GAMP at finite d, damping-consistent Onsager term "
                                                  "(v2: small-skip posterior)"),
-                "threshold": Threshold(_THR, version=5, doc="alpha_2 and alpha_1, stability and SE-map growth rate "
+                "threshold": Threshold(_THR, version=6, doc="alpha_2 and alpha_1, stability and SE-map growth rate "
                                        "(v3: two-stage K11 root, walking bisection bracket; v4: small-skip "
                                        "posterior; v5: both routes on one point set, growth-rate rule, "
-                                       "layer-2 curve parametrised by q)",
+                                       "layer-2 curve parametrised by q; v6: a graph of works: Monte Carlo "
+                                       "blocks, routes side by side, searches in rounds of k probes)",
                                        excludes=("alpha",)),
                 # alpha is a setting of sgd (not a grid dim): the log length depends on it
                 "sgd": SGD(_SGD, version=1, doc="layer-wise SGD experiment", excludes=("alpha",)),

@@ -31,10 +31,26 @@ from seqphase.core.numerics import psd_sqrt, sym
 
 class Draws:
     """Common random numbers xi, u of shape (n, p, T): a scrambled Sobol sequence of 2^ceil(log2 n)
-    points in 2 p T dimensions through the normal quantile (qmc=False: plain normals)."""
+    points in 2 p T dimensions through the normal quantile (qmc=False: plain normals).
 
-    def __init__(self, p, T, n, rng, qmc=True):
-        if qmc:
+    `rows` = (start, stop): only those rows of that set, generated alone (the threshold method's blocks,
+    computed on workers from the point's stream: no draw array travels). A scrambled Sobol sequence is
+    a fixed sequence once its scrambling is drawn from `rng`, so skipping to `start` gives the same
+    numbers as slicing the whole set (checked in tests/smi/test_threshold_tasks.py)."""
+
+    def __init__(self, p, T, n, rng, qmc=True, rows=None):
+        if rows is not None:
+            if not qmc:
+                raise ValueError("rows of a draw set need qmc = True (a fixed sequence)")
+            start, stop = rows
+            sobol = _qmc.Sobol(2 * p * T, scramble=True, seed=rng)
+            if start:  # scipy refuses fast_forward(0)
+                sobol.fast_forward(start)
+            # from the start of the sequence scipy wants a power of 2 (balance); draw one and cut
+            size = 1 << int(np.ceil(np.log2(max(stop - start, 1)))) if start == 0 else stop - start
+            x = sobol.random(size)[: stop - start]
+            z = _norm.ppf(np.clip(x, 1e-16, 1 - 1e-16))
+        elif qmc:
             m = int(np.ceil(np.log2(max(n, 2))))
             x = _qmc.Sobol(2 * p * T, scramble=True, seed=rng).random_base2(m)
             z = _norm.ppf(np.clip(x, 1e-16, 1 - 1e-16))
@@ -56,13 +72,20 @@ def cavity(Q, eps):
     return np.eye(p) - sym(Q) + eps * np.eye(p)
 
 
-def qhat(channel, Q, alpha, draws, eps=1e-3):
-    """alpha E[sum_t g_t g_t^T] at overlap Q (p x p)."""
+def gg_sum(channel, Q, draws, eps=1e-3):
+    """sum_n sum_t g_t g_t^T at overlap Q (p x p) over the draws, and their number: `qhat` without the
+    mean, so that the threshold method can add it up over blocks of draws."""
     V = cavity(Q, eps)
     omega = np.einsum("ab,nbt->nat", psd_sqrt(Q), draws.xi)
     z = omega + np.einsum("ab,nbt->nat", psd_sqrt(V), draws.u)
     g, _ = channel.g_out_tokens(channel.labels_of_z(z), omega, V)
-    return alpha * sym(np.einsum("nat,nbt->ab", g, g) / g.shape[0])
+    return np.einsum("nat,nbt->ab", g, g), g.shape[0]
+
+
+def qhat(channel, Q, alpha, draws, eps=1e-3):
+    """alpha E[sum_t g_t g_t^T] at overlap Q (p x p)."""
+    total, n = gg_sum(channel, Q, draws, eps)
+    return alpha * sym(total / n)
 
 
 def prior_step(Qhat, side_info=0.0):
