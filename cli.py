@@ -181,7 +181,7 @@ def cmd_retry_failed(args):
 
 def _execute(sweep, args, mode):
     from seqphase.cluster import connect, run_sweep
-    from seqphase.results.conventions import require_current_names
+    from seqphase.results.migrate import require_current_names
     from seqphase.results.store import Store
     from seqphase.sweeps.planner import plan_sweep
 
@@ -420,7 +420,7 @@ def cmd_verify(args):
 
 
 def cmd_migrate(args):
-    from seqphase.results.conventions import migrate_names
+    from seqphase.results.migrate import migrate_names
     from seqphase.results.migrate import migrate_group
     from seqphase.results.query import sweep_name
     from seqphase.results.store import Store
@@ -477,7 +477,7 @@ def cmd_reproduce(args):
     import time
     from pathlib import Path
 
-    from seqphase.results.conventions import require_current_names
+    from seqphase.results.migrate import require_current_names
     from seqphase.results.report import MARKER
     from seqphase.results.store import Store
     from seqphase.sweeps.papers import PAPERS, get_paper

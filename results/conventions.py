@@ -100,47 +100,6 @@ def current_dataset(ds):
     return ds
 
 
-def require_current_names(store, name):
-    """Refuse (StoreError) to run into a group that still holds old variable names: nothing written."""
-    from seqphase.core.errors import StoreError
-    from seqphase.results.store import SweepGroup
-
-    if not (store.path / name / "zarr.json").is_file():
-        return
-    stale = old_names(SweepGroup(store, name, repair=False))
-    if stale:
-        old, new = stale[0]
-        raise StoreError(f"{store.path}/{name}", f"holds variable {old!r}, now named {new!r}",
-                         f"run `seqphase migrate {name} --store {store.path}` first (renames it; values unchanged)")
-
-
-def migrate_names(store, name):
-    """Rename a group's old variables on disk (array folders, the `variables` attribute, consolidated
-    metadata dropped first); values are not touched. Returns the [(old, new)] renamed."""
-    import zarr
-
-    from seqphase.results.store import SweepGroup, _quiet
-
-    group = SweepGroup(store, name)
-    stale = old_names(group)
-    if not stale:
-        return []
-    store.unconsolidate(name)
-    table = dict(stale)
-    for old, new in stale:
-        os.rename(group.folder / old, group.folder / new)
-        meta_file = group.folder / new / "zarr.json"
-        meta = json.loads(meta_file.read_text())
-        attrs = meta.setdefault("attributes", {})
-        attrs.setdefault("long_name", long_name(attrs.get("doc", new)))
-        attrs.setdefault("units", "1")
-        _write_json(meta_file, meta)
-    with _quiet():
-        root = zarr.open_group(str(store.path), mode="r+", path=name, zarr_format=3, use_consolidated=False)
-        root.attrs.update({"variables": [table.get(v, v) for v in group.variables]})
-    return stale
-
-
 def _write_json(path, data):
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(data, indent=2))
@@ -167,4 +126,3 @@ def iso8601(values):
     seconds = values[ok].astype("datetime64[s]")
     out[ok] = [str(v) + "Z" for v in seconds]
     return out
-

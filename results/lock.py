@@ -168,7 +168,7 @@ class StoreLock:
         return json.dumps(self.info).encode()
 
     def acquire(self):
-        from seqphase.results.store import now_iso
+        from seqphase.results.schema import now_iso
 
         self.info = {"host": socket.gethostname(), "boot_id": boot_id(), "pid": os.getpid(),
                      "proc_start": process_start(os.getpid()),

@@ -90,7 +90,7 @@ class Manifest:
 
     @classmethod
     def new(cls, folder, attrs, complete):
-        from seqphase.results.store import now_iso
+        from seqphase.results.schema import now_iso
 
         return cls(folder, {"format": FORMAT, "group": group_identity(attrs), "complete": bool(complete),
                             "since": now_iso(), "chunks": {}, "metadata": {}})

@@ -11,11 +11,13 @@ and their points set back to pending, so `seqphase run` recomputes them.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 
 import numpy as np
 
+from seqphase.results.conventions import _write_json, long_name, old_names
 from seqphase.results.manifest import Manifest, manifest_path
 from seqphase.results.store import (LAYOUT, LEDGER, NOT_REQUESTED, PENDING, SweepGroup, _quiet, codecs,
                                     grid_chunks)
@@ -83,3 +85,44 @@ def migrate_group(store, name):
     manifest.save()
     files_after = sum(1 for p in folder.rglob("*") if p.is_file())
     return int(np.prod(moved.grid_shape)), files_before, files_after, len(cells)
+
+
+def require_current_names(store, name):
+    """Refuse (StoreError) to run into a group that still holds old variable names: nothing written."""
+    from seqphase.core.errors import StoreError
+    from seqphase.results.store import SweepGroup
+
+    if not (store.path / name / "zarr.json").is_file():
+        return
+    stale = old_names(SweepGroup(store, name, repair=False))
+    if stale:
+        old, new = stale[0]
+        raise StoreError(f"{store.path}/{name}", f"holds variable {old!r}, now named {new!r}",
+                         f"run `seqphase migrate {name} --store {store.path}` first (renames it; values unchanged)")
+
+
+def migrate_names(store, name):
+    """Rename a group's old variables on disk (array folders, the `variables` attribute, consolidated
+    metadata dropped first); values are not touched. Returns the [(old, new)] renamed."""
+    import zarr
+
+    from seqphase.results.store import SweepGroup, _quiet
+
+    group = SweepGroup(store, name)
+    stale = old_names(group)
+    if not stale:
+        return []
+    store.unconsolidate(name)
+    table = dict(stale)
+    for old, new in stale:
+        os.rename(group.folder / old, group.folder / new)
+        meta_file = group.folder / new / "zarr.json"
+        meta = json.loads(meta_file.read_text())
+        attrs = meta.setdefault("attributes", {})
+        attrs.setdefault("long_name", long_name(attrs.get("doc", new)))
+        attrs.setdefault("units", "1")
+        _write_json(meta_file, meta)
+    with _quiet():
+        root = zarr.open_group(str(store.path), mode="r+", path=name, zarr_format=3, use_consolidated=False)
+        root.attrs.update({"variables": [table.get(v, v) for v in group.variables]})
+    return stale

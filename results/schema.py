@@ -7,6 +7,7 @@ each other in a loop.
 from __future__ import annotations
 
 import contextlib
+import datetime as _dt
 import os
 import warnings
 
@@ -66,3 +67,8 @@ def _short(exc):
     """One line of an exception's text, at most 160 characters (for ledgers and one-line errors)."""
     text = " ".join(str(exc).split())
     return (text[:160] + "...") if len(text) > 160 else (text or type(exc).__name__)
+
+
+def now_iso():
+    """The current UTC time in ISO 8601, to the second (run records, manifests, locks)."""
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")

@@ -27,7 +27,6 @@ arrays first and the coordinate last; an interrupted extension is rolled back on
 from __future__ import annotations
 
 import contextlib
-import datetime as _dt
 import itertools
 import json
 import os
@@ -42,7 +41,7 @@ from seqphase.core.errors import StoreError
 from seqphase.results.conventions import coordinate_attrs, ledger_attrs, variable_attrs
 from seqphase.results.schema import (  # noqa: F401  (re-exported: the store's public names)
     CHUNK_BYTES, CHUNK_POINTS, DEFAULT_STORE, DONE, ERROR_WIDTH, FAILED, LAYOUT, LEDGER, NOT_REQUESTED, PENDING,
-    STATUS_NAMES, STORE_FORMAT, _quiet, _short, codecs, default_store)
+    STATUS_NAMES, STORE_FORMAT, _quiet, _short, codecs, default_store, now_iso)
 
 
 def grid_chunks(grid_shape, point_bytes):
@@ -58,10 +57,6 @@ def grid_chunks(grid_shape, point_bytes):
         if budget < 1:
             break
     return tuple(chunks)
-
-
-def now_iso():
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
 def git_revision():
