@@ -129,7 +129,8 @@ def run_sweep(plan, group, client, *, mode="resume", retries=DEFAULT_RETRIES, pr
                      "missing or failing their checksum) and are pending again\n")
     todo, already_done, skipped_failed = select_points(plan, group, mode)
     parts = Parts(group.store.path, group.name)
-    parts.prune(stored_hashes(group))
+    if parts.points():  # kept works of points stored since (a driver killed between the two): read the ledger
+        parts.prune(stored_hashes(group))
     run_index = group.start_run({"mode": mode, "host": socket.gethostname(), "pid": os.getpid(),
                                  "scheduler": client.scheduler.address, "submitted": len(todo),
                                  "slurm_job_id": os.environ.get("SLURM_JOB_ID", ""),

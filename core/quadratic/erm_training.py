@@ -65,6 +65,7 @@ import numpy as np
 from scipy import optimize
 
 from seqphase.core.errors import ParameterError
+from seqphase.core.models import children  # the seed streams by spawn key, shared by every seeded method
 from seqphase.core.quadratic.gamp import n_samples  # n = round(alpha d^2) >= 1, the family's one definition
 
 #: the objective's weights: L = DATA_WEIGHT / n * sum r^2 + lam * TRACE_WEIGHT / d * Tr S (module docstring)
@@ -181,13 +182,6 @@ def rank(S_or_eigenvalues):
 def test_error(S_hat, S_star):
     """||S_hat - S*||_F^2 / d (SE units)."""
     return float(np.sum((S_hat - S_star) ** 2)) / S_star.shape[0]
-
-
-def children(seed_sequence, k):
-    """The k children of a SeedSequence by spawn key (entropy, key + (i,)): what `spawn(k)` returns on a fresh
-    sequence, but independent of how often the sequence was spawned before (a seed re-run is the same run)."""
-    return [np.random.SeedSequence(seed_sequence.entropy, spawn_key=tuple(seed_sequence.spawn_key) + (i,),
-                                   pool_size=seed_sequence.pool_size) for i in range(k)]
 
 
 def run_seed(*, alpha, kappa_star, kappa, delta, lam, d, seed_sequence, max_iter=20000, gtol=1e-7):
