@@ -40,14 +40,16 @@ import numpy as np
 from seqphase.core.errors import ParameterError
 
 REQUIRED = object()
+LIST_KINDS = ("floats", "ints")  # settings whose value is a list of numbers
 
 
 @dataclass(frozen=True)
 class Param:
     """A named scalar (or list, for `kind="choices"`) with a type and a valid range.
 
-    kind: "float", "int", "bool", "choice" (one of `choices`), "choices" (a list of `choices`).
-    Bounds: `low`/`high`, open unless `low_inclusive`/`high_inclusive`.
+    kind: "float", "int", "bool", "choice" (one of `choices`), "choices" (a list of `choices`), "floats" /
+    "ints" (a list of numbers, each in the bounds: e.g. the sizes d of a finite-size method; a list, so
+    never a grid axis). Bounds: `low`/`high`, open unless `low_inclusive`/`high_inclusive`.
     """
 
     name: str
@@ -80,6 +82,15 @@ class Param:
                 if v not in self.choices:
                     raise ParameterError(where, f"{v!r} is not valid", f"use {self.range_text()}")
             return list(values)
+        if self.kind in LIST_KINDS:
+            if not isinstance(value, (list, tuple)) or not value:
+                raise ParameterError(where, f"expected a list of numbers, got {value!r}", f"use {self.range_text()}")
+            scalar = Param(self.name, self.kind[:-1], self.doc, low=self.low, high=self.high,
+                           low_inclusive=self.low_inclusive, high_inclusive=self.high_inclusive)
+            values = [scalar.normalise(v, where) for v in value]
+            if len(set(values)) != len(values):
+                raise ParameterError(where, f"repeated values in {value!r}", "list each value once")
+            return values
         if self.kind == "choice":
             if value not in self.choices:
                 raise ParameterError(where, f"{value!r} is not valid", f"use {self.range_text()}")

@@ -39,7 +39,7 @@ except ModuleNotFoundError:  # pragma: no cover
     import tomli as tomllib
 
 from seqphase.core.errors import ParameterError, SpecError
-from seqphase.core.models import canonical_float, get_model
+from seqphase.core.models import LIST_KINDS, canonical_float, get_model
 
 TOP_LEVEL_KEYS = {"name", "title", "description", "reference", "model", "seed", "params", "method", "plot"}
 NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
@@ -170,8 +170,8 @@ def _setting_axes(model, method, raw_settings):
     each value checked; a setting that cannot be an axis is refused naming it."""
     spec, axes = model.method(method).settings, {}
     for key, value in raw_settings.items():
-        if key not in spec or spec[key].kind == "choices":
-            continue  # unknown settings are reported by check_settings; "choices" settings take lists
+        if key not in spec or spec[key].kind in ("choices",) + LIST_KINDS:
+            continue  # unknown settings are reported by check_settings; list settings take lists
         several = isinstance(value, (list, dict)) or (isinstance(value, str) and value.count(":") == 2)
         if not several:
             continue
@@ -280,8 +280,8 @@ def _apply_overrides(model, method, settings, params, overrides):
                 continue
             values = [_parse_cli_value(v) for v in text.split(",")]
             kind = model.method(method).settings[key].kind
-            # several values: a list for a "choices" setting, a grid axis for a numeric one, refused otherwise
-            settings[key] = values if kind == "choices" or len(values) > 1 else values[0]
+            # several values: a list for a list setting, a grid axis for a numeric one, refused otherwise
+            settings[key] = values if kind in ("choices",) + LIST_KINDS or len(values) > 1 else values[0]
         else:
             raise SpecError(f"--set {key}", f"{key!r} is neither a parameter of model {model.name!r} nor a "
                             f"setting of method {method!r}",

@@ -22,6 +22,7 @@ import math
 
 import numpy as np
 
+from seqphase.core import onset
 from seqphase.core.errors import ParameterError
 from seqphase.core.glm import figures
 from seqphase.core.glm import gamp as gamp_mod
@@ -51,6 +52,9 @@ _GAMP_SETTINGS = {
                      high_inclusive=False),
     "tol": Param("tol", "float", "stop when the estimate moves less than tol (rms)", 1e-8, low=0.0, high=1e-1),
 }
+
+_ONSET_SETTINGS = {**onset.ONSET_SETTINGS, **onset.window_settings("alpha", 0.3, 1.0, 15),
+                   **{k: v for k, v in _GAMP_SETTINGS.items() if k not in ("d", "n_seeds")}}
 
 _THRESHOLD_SETTINGS = {
     "transitions": Param("transitions", "choices", "which transitions to locate (a grid dim)", ["weak"],
@@ -221,6 +225,22 @@ class Threshold(Method):
         return figures.plot_threshold(plt, ds)
 
 
+class Onset(onset.OnsetMethod):
+    """The weak-recovery onset by GAMP at several sizes (core/onset.py): |m| = |x_hat . x*| / d."""
+
+    observables = ("overlap",)
+    transitions = {"alpha": "overlap"}
+
+    def run_instance(self, params, settings, alpha, d, stream):
+        prior, channel = build(params)
+        rng = np.random.default_rng(stream)
+        F, x, y = gamp_mod.sample_instance(prior, channel, alpha, d, rng)
+        trace = gamp_mod.run_gamp(prior, channel, F, y, x, damping=settings["damping"],
+                                  max_iter=settings["max_iter"], tol=settings["tol"], rng=rng)
+        return {"overlap": abs(float(trace.overlap[-1])), "n_iter": trace.n_iter,
+                "converged": int(bool(trace.converged))}
+
+
 class GLMModel(Model):
     """The GLM: a table of parameters and methods (the methods' code is in the classes above)."""
 
@@ -244,6 +264,8 @@ class GLMModel(Model):
                              doc="GAMP on finite instances (v2: damping-consistent Onsager term)"),
                 "threshold": Threshold(_THRESHOLD_SETTINGS, version=1, doc="critical alphas, two ways each",
                                        axes={"transition": "transitions"}, excludes=("alpha",)),
+                "onset": Onset(_ONSET_SETTINGS, version=1, doc="weak-recovery onset by GAMP at several sizes d, "
+                               "extrapolated d -> infinity", excludes=("alpha",)),
             },
         )
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from seqphase.core import onset
 from seqphase.core.errors import ParameterError
 from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, SeededMethod, Variable
 from seqphase.core.multiindex import figures
@@ -59,6 +60,11 @@ _GAMP = {
                       "analytic total precision once 1 - V >= 0.9", "auto",
                       choices=("auto", "nishimori", "analytic")),
 }
+_ONSET = {**onset.ONSET_SETTINGS, **onset.window_settings("alpha", 0.3, 1.2, 10),
+          **{k: v for k, v in _GAMP.items() if k not in ("d", "n_seeds")},
+          "max_iter": Param("max_iter", "int", "GAMP iterations at most (stops earlier at tol)", 200, low=1,
+                            high=10_000, low_inclusive=True)}
+
 _THR = {
     "max_stages": Param("max_stages", "int", "length of the stage dim (NaN-padded)", 3, low=1, high=10,
                         low_inclusive=True),
@@ -179,6 +185,24 @@ class GAMP(SeededMethod):
         return figures.plot_gamp(plt, ds, companions.get("se_sweep"))
 
 
+class Onset(onset.OnsetMethod):
+    """The weak-learnability onset by GAMP at several sizes (core/onset.py): the mean singular value of the
+    final p x p overlap M = W_hat W*^T / d (blind to the rotation and signs a symmetric channel leaves)."""
+
+    observables = ("overlap",)
+    transitions = {"alpha": "overlap"}
+
+    def run_instance(self, params, settings, alpha, d, stream):
+        ch = channel_of(params)
+        rng = np.random.default_rng(stream)
+        X, W, y = mgamp.sample_instance(ch, alpha, d, rng)
+        tr = mgamp.run_gamp(ch, X, y, W, max_iter=settings["max_iter"], damping=settings["damping"],
+                            tol=settings["tol"], side_info=settings["side_info"], rng=rng,
+                            variance=settings["variance"])
+        return {"overlap": float(np.linalg.svd(np.atleast_2d(tr.overlap[-1]), compute_uv=False).mean()),
+                "n_iter": tr.n_iter, "converged": int(tr.converged)}
+
+
 class Threshold(Method):
     """The grand staircase of a channel: per stage, stability and SE-bisection alphas, the learned
     subspace and the stage kind (NaN-padded to `max_stages`)."""
@@ -246,6 +270,8 @@ class MultiIndexModel(Model):
                                                    "Onsager term; v3: variance update auto, no V -> 0 runaway)"),
                 "threshold": Threshold(_THR, version=1, doc="grand staircase, two ways per stage",
                                        excludes=("alpha",)),
+                "onset": Onset(_ONSET, version=1, doc="weak-learnability onset by GAMP at several sizes d, "
+                               "extrapolated d -> infinity", excludes=("alpha",)),
             },
         )
 
@@ -255,7 +281,7 @@ class MultiIndexModel(Model):
             raise ParameterError("params.p", "channel 'norm2' needs p", f"set p in 1..{P_MAX}")
         if ch != "norm2" and p != 0:
             raise ParameterError("params.p", f"p={p} is only used by channel 'norm2'", "remove p")
-        if ch == "norm2" and p == 3 and method in ("se", "gamp"):
+        if ch == "norm2" and p == 3 and method in ("se", "gamp", "onset"):
             raise ParameterError("params.p", "g_out of norm2 is implemented for p <= 2 (quadrature budget)",
                                  "use p = 1 or 2 for se/gamp (p = 3 is available for threshold)")
         return params

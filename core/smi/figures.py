@@ -307,6 +307,18 @@ def plot_thresholds(plt, ds, companions):
             if len(ys):
                 y_hi = max(y_hi, 1.08 * float(np.max(ys + es)))
         x_hi = max(x_hi, float(np.nanmax(skips)))
+    onset = companions.get("onset_sweep")
+    if onset is not None:
+        # the third route: the onsets located by GAMP on finite instances, extrapolated d -> infinity
+        for layer, color in ((2, ALPHA2_COLOR), (1, ALPHA1_COLOR)):
+            if f"alpha{layer}_gamp" not in onset:
+                continue
+            xs, ys, es = _finite(onset["skip"].values, onset[f"alpha{layer}_gamp"].values,
+                                 onset[f"alpha{layer}_gamp_se"].values)
+            if len(xs):
+                ax.errorbar(xs, ys, yerr=es, fmt="s", ms=5, mfc="white", mew=1.4, capsize=3, color=color,
+                            label=rf"$\alpha_{layer}$ GAMP, $d \to \infty$ $\pm$ s.e.")
+                y_hi = max(y_hi, 1.08 * float(np.max(ys + es)))
     if len(cells) == 1:
         _regions(ax, cells[0][1], y_hi)
     ax.plot(ref["skip"][order], ref["alpha2"][order], "--", lw=1.2, color=ALPHA2_COLOR, alpha=0.75,

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from seqphase.core import onset
 from seqphase.core.errors import ParameterError
 from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, SeededMethod, Variable, children, drive
 from seqphase.core.numerics import pad_matrix
@@ -99,6 +100,12 @@ _GAMP = {
     "noise": _f("noise", "variance of Gaussian noise on the teacher's indices (0: noiseless, as the paper; "
                 "= eps: the teacher of the SE with that eps)", 0.0, 0.0, 1.0, True),
 }
+# the onset method: GAMP's own settings (without d, n_seeds and the plug-in error's test set), more
+# iterations than the reference's 50 (next to an onset the overlap grows slowly: critical slowing down)
+_ONSET = {**onset.ONSET_SETTINGS, **onset.window_settings("alpha2", 0.1, 0.5, 9),
+          **onset.window_settings("alpha1", 0.5, 1.1, 13),
+          **{k: v for k, v in _GAMP.items() if k not in ("d", "n_seeds", "n_gen")},
+          "max_iter": _i("max_iter", "GAMP iterations at most (stops earlier at tol)", 150, 1, 10_000)}
 _SGD = {
     "alpha": _f("alpha", "sample complexity n/d of the training set (paper: 15)", 15.0, 0.0),
     "d": _i("d", "input dimension", 500, 4),
@@ -331,6 +338,24 @@ class SGD(SeededMethod):
         return figures.plot_sgd(plt, ds, companions)
 
 
+class Onset(onset.OnsetMethod):
+    """alpha_2 and alpha_1 by GAMP at several sizes (core/onset.py): the final |M22| and |M11| (raw overlaps
+    W_hat W*^T / d, each row's sign set so that M_ll >= 0) of each instance."""
+
+    observables = ("overlap_1", "overlap_2")
+    transitions = {"alpha2": "overlap_2", "alpha1": "overlap_1"}
+
+    def run_instance(self, params, settings, alpha, d, stream):
+        ch, s = _channel(params), settings
+        rng = np.random.default_rng(stream)
+        X, W, _, u = sgamp.sample_instance(ch, alpha, d, rng, noise=s["noise"])
+        tr = sgamp.run_gamp(ch, X, u, W, max_iter=s["max_iter"], damping=s["damping"], tol=s["tol"],
+                            side_info=s["side_info"], rng=rng, init=s["init"], n_gen=10, eps=s["eps"])
+        m = np.abs(np.diag(tr.overlap[-1]))
+        return {"overlap_1": float(m[0]), "overlap_2": float(m[1]), "n_iter": tr.n_iter,
+                "converged": int(bool(tr.converged))}
+
+
 class SMIModel(Model):
     """Deep tied attention: a table of parameters and methods (the methods' code is in the classes above)."""
 
@@ -355,6 +380,8 @@ class SMIModel(Model):
                                        "layer-2 curve parametrised by q; v6: a graph of works: Monte Carlo "
                                        "blocks, routes side by side, searches in rounds of k probes)",
                                        excludes=("alpha",)),
+                "onset": Onset(_ONSET, version=1, doc="alpha_2 and alpha_1 by GAMP at several sizes d, "
+                               "extrapolated d -> infinity", excludes=("alpha",)),
                 # alpha is a setting of sgd (not a grid dim): the log length depends on it
                 "sgd": SGD(_SGD, version=1, doc="layer-wise SGD experiment", excludes=("alpha",)),
             },
@@ -364,7 +391,7 @@ class SMIModel(Model):
         depth = int(params.get("depth", 2))
         # the 3-layer posterior costs ~2-5 ms a sample: fine for the SE, not validated for GAMP's n = alpha d
         # labels per iteration; thresholds and SGD are 2-layer constructions (spec §5, §8)
-        if depth != 2 and method in ("threshold", "sgd", "gamp"):
+        if depth != 2 and method in ("threshold", "sgd", "gamp", "onset"):
             raise ParameterError("params.depth", f"the {method} method is implemented for 2 layers, got {depth}",
                                  "use depth = 2")
         return params

@@ -1,0 +1,267 @@
+"""The algorithm's own word on a threshold: GAMP on finite instances at several sizes d, the onset of each
+transition at each d by a stated rule, and its extrapolation d -> infinity.
+
+A family's `onset` method (a subclass of `OnsetMethod` in its model.py) says which overlaps a GAMP run
+yields (`observables`), which transition each one signals (`transitions`: name -> observable), and how
+one instance runs (`run_instance`). Everything else is written once here: the works (one per size d,
+alpha of the transition's window and seed), the rule, the extrapolation and the stored layout.
+
+The rule (onset method version 1), per transition and size d, on the final overlap of `n_seeds`
+independent instances at each alpha of a uniform window [lo, hi]:
+
+1. the mean overlap m_d(alpha) over the seeds;
+2. the onset at d is where m_d crosses `level / sqrt(d)` upwards for the last time (linear interpolation
+   between the two window alphas around it): an estimate that learned nothing overlaps the signal by
+   O(1/sqrt(d)) (GAMP's collapses to ~0 below an onset), so the level marks "out of the floor" at every d
+   with the same meaning. Its standard error: the spread of the crossings of bootstrap resamples of the
+   seeds (each alpha's seeds resampled);
+3. d -> infinity: weighted least squares of the per-d onsets against d^-nu (`correction`), the intercept
+   with its standard error (scaled by sqrt(chi2 / dof) when the sizes scatter more than their errors).
+   Two terms shift the finite-d onset upwards: the level itself (level / (slope sqrt(d)), nu = 1/2) and
+   the finite-size rounding of the transition, which is slower where the onset is a spectral (BBP-like)
+   transition of the linearised algorithm (nu = 1/3); docs/onset.md measures both on phase retrieval.
+
+Fitting the rise instead (a quadratic through the mean overlaps above the floor, extrapolated to zero)
+was tried and dropped: at d = 250 the rise of phase retrieval starts 0.3 above 1/2 and its curvature
+changes there, so the quadratic's zero moved by more than its bootstrap error, or had no real root.
+
+A window that does not bracket the crossing at some d (the mean already above the level at lo, or still
+below at hi, or in more than 10% of the resamples) makes the point fail with that reason
+(`OnsetWindowError`), so a user widens the window; nothing is extrapolated from a half-seen onset.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+
+from seqphase.core.errors import ParameterError
+from seqphase.core.models import Layout, Method, Param, Variable, Work, drive
+
+N_BOOT = 400        # bootstrap resamples of the seeds per size
+
+
+class OnsetWindowError(RuntimeError):
+    """The alpha window of a transition does not bracket its onset at some size (the point fails)."""
+
+
+# -- the rule ---------------------------------------------------------------------------------------
+def crossing(alphas, means, d, level):
+    """The alpha where `means` (ascending alphas) crosses level / sqrt(d) upwards for the last time, linearly
+    interpolated between the two window alphas around it. Raises OnsetWindowError when the window does
+    not bracket the crossing (the mean is above the level at the lowest alpha, or below it at the highest)."""
+    means = np.asarray(means, dtype=float)
+    floor = level / math.sqrt(d)
+    if means[0] >= floor:
+        raise OnsetWindowError(f"at d = {d} the mean overlap {means[0]:.3g} at the window's lowest alpha "
+                               f"{alphas[0]:g} is above the level {floor:.3g}: lower the window's lo")
+    if means[-1] < floor:
+        raise OnsetWindowError(f"at d = {d} the mean overlap {means[-1]:.3g} at the window's highest alpha "
+                               f"{alphas[-1]:g} is below the level {floor:.3g}: raise the window's hi")
+    j = int(np.flatnonzero(means < floor)[-1])
+    f = (floor - means[j]) / (means[j + 1] - means[j])
+    return float(alphas[j] + f * (alphas[j + 1] - alphas[j]))
+
+
+def onset_at_size(alphas, overlaps, d, *, level, rng, n_boot=N_BOOT):
+    """(onset, s.e.) at one size from `overlaps` (alpha x seed, final overlaps of independent instances):
+    the crossing of the mean, and the standard deviation of the crossings of bootstrap resamples (each
+    alpha's seeds resampled with replacement)."""
+    alphas, overlaps = np.asarray(alphas, dtype=float), np.asarray(overlaps, dtype=float)
+    n_alpha, n = overlaps.shape
+    value = crossing(alphas, overlaps.mean(axis=1), d, level)
+    picks = rng.integers(0, n, size=(n_boot, n_alpha, n))
+    means = np.take_along_axis(overlaps[None], picks, axis=2).mean(axis=2)  # (n_boot, n_alpha)
+    boot = []
+    for row in means:
+        try:
+            boot.append(crossing(alphas, row, d, level))
+        except OnsetWindowError:
+            boot.append(np.nan)
+    boot = np.asarray(boot)
+    if np.isnan(boot).mean() > 0.1:
+        raise OnsetWindowError(f"at d = {d} the crossing leaves the window in {np.isnan(boot).mean():.0%} of the "
+                               f"seed resamples: widen the window")
+    return value, float(np.nanstd(boot, ddof=1))
+
+
+CORRECTIONS = {"d^-1/3": 1.0 / 3.0, "d^-1/2": 0.5, "d^-1": 1.0}
+
+
+def extrapolate(sizes, onsets, ses, correction="d^-1/2"):
+    """(alpha_inf, s.e., chi2) of the weighted straight line onset(d) = alpha_inf + b d^-nu (nu from
+    `correction`). Two sizes: the line through both (chi2 = 0); more: the s.e. is scaled by
+    sqrt(chi2 / dof) when chi2 > dof (the line does not describe the sizes within their errors)."""
+    x = np.asarray(sizes, dtype=float) ** -CORRECTIONS[correction]
+    y, s = np.asarray(onsets, dtype=float), np.asarray(ses, dtype=float)
+    w = 1.0 / np.maximum(s, 1e-12) ** 2
+    X = np.stack([np.ones_like(x), x], axis=1)
+    cov = np.linalg.inv(X.T @ (w[:, None] * X))
+    beta = cov @ (X.T @ (w * y))
+    chi2 = float(np.sum(w * (y - X @ beta) ** 2))
+    dof = len(y) - 2
+    scale = math.sqrt(chi2 / dof) if dof > 0 and chi2 > dof else 1.0
+    return float(beta[0]), float(math.sqrt(cov[0, 0]) * scale), chi2
+
+
+# -- the method ------------------------------------------------------------------------------------
+ONSET_SETTINGS = {
+    "sizes": Param("sizes", "ints", "the dimensions d of the instances (at least two)", [250, 500, 1000],
+                   low=20, high=100_000, low_inclusive=True),
+    "n_seeds": Param("n_seeds", "int", "instances per size and alpha", 16, low=2, high=4096, low_inclusive=True),
+    "level": Param("level", "float", "the onset at d is where the mean overlap crosses level / sqrt(d)", 2.0,
+                   low=0.0, high=100.0),
+    "correction": Param("correction", "choice", "finite-size shift of the onset, extrapolated away d -> infinity",
+                        "d^-1/2", choices=tuple(CORRECTIONS)),
+}
+
+
+def window_settings(transition, lo, hi, n):
+    """The settings of one transition's alpha window: <transition>_lo, _hi, _n."""
+    return {
+        f"{transition}_lo": Param(f"{transition}_lo", "float", f"lowest alpha of the {transition} window", lo,
+                                  low=0.0),
+        f"{transition}_hi": Param(f"{transition}_hi", "float", f"highest alpha of the {transition} window", hi,
+                                  low=0.0),
+        f"{transition}_n": Param(f"{transition}_n", "int", f"alphas in the {transition} window (uniform)", n,
+                                 low=2, high=200, low_inclusive=True),
+    }
+
+
+class OnsetMethod(Method):
+    """Onset of each transition by GAMP at several sizes (see the module docstring).
+
+    A subclass sets `observables` (overlaps one instance returns, e.g. ("overlap",) or ("overlap_1",
+    "overlap_2")), `transitions` ({name: observable}: the transition `alpha2` is read off `overlap_2`) and
+    implements `run_instance(params, settings, alpha, d, stream)` -> {observable: final overlap,
+    "n_iter": iterations run, "converged": 0/1}. Its settings are ONSET_SETTINGS, one `window_settings`
+    per transition and the family's GAMP settings (without d and n_seeds).
+    """
+
+    observables: tuple = ()
+    transitions: dict = None
+
+    def windows(self, settings):
+        """{transition: alpha grid}."""
+        return {t: np.linspace(settings[f"{t}_lo"], settings[f"{t}_hi"], settings[f"{t}_n"])
+                for t in self.transitions}
+
+    def check(self, params, settings):
+        sizes = settings["sizes"]
+        if len(sizes) < 2:
+            raise ParameterError("method.sizes", f"a finite-size extrapolation needs at least two sizes, got {sizes}",
+                                 "give e.g. sizes = [250, 500, 1000]")
+        for t in self.transitions:
+            if settings[f"{t}_lo"] >= settings[f"{t}_hi"]:
+                raise ParameterError(f"method.{t}_lo", f"{t}_lo = {settings[f'{t}_lo']:g} is not below "
+                                     f"{t}_hi = {settings[f'{t}_hi']:g}", f"give {t}_lo < {t}_hi")
+            for d in sizes:
+                if round(settings[f"{t}_lo"] * d) < 1:
+                    raise ParameterError(f"method.{t}_lo", f"alpha d = {settings[f'{t}_lo'] * d:g} < 1 at d = {d}: "
+                                         "no sample", f"raise {t}_lo or the smallest size")
+
+    def layout(self, settings):
+        dims = {"size": np.asarray(settings["sizes"]), "seed": np.arange(settings["n_seeds"])}
+        out = {}
+        for t in self.transitions:
+            step, per = f"{t}_step", ("size", f"{t}_step", "seed")
+            dims[step] = np.arange(settings[f"{t}_n"])
+            out[f"{t}_gamp"] = Variable((), "f8", f"onset of {t} by GAMP, extrapolated d -> infinity "
+                                        f"({settings['correction']})")
+            out[f"{t}_gamp_se"] = Variable((), "f8", f"standard error of {t}_gamp")
+            out[f"{t}_gamp_chi2"] = Variable((), "f8", f"chi2 of the extrapolation of {t} (dof = sizes - 2)")
+            out[f"{t}_gamp_d"] = Variable(("size",), "f8", f"onset of {t} at each size d (the rule of core/onset.py)")
+            out[f"{t}_gamp_d_se"] = Variable(("size",), "f8", f"bootstrap standard error of {t}_gamp_d")
+            out[f"{t}_alpha"] = Variable((step,), "f8", f"the alphas of the {t} window")
+            for obs in self.observables:
+                out[f"{t}_{obs}"] = Variable(per, "f8", f"final {obs} of each instance in the {t} window")
+            out[f"{t}_n_iter"] = Variable(per, "i4", "GAMP iterations run")
+            out[f"{t}_converged"] = Variable(per, "i1", "1 if GAMP met its tolerance")
+        return Layout(dims, out)
+
+    def run_instance(self, params, settings, alpha, d, stream):  # pragma: no cover - abstract
+        raise NotImplementedError(f"{type(self).__name__} does not define run_instance()")
+
+    def stream(self, seed_sequence, t_index, size_index, step, seed):
+        """The instance (transition t, size, alpha step, seed): its own child of the point's SeedSequence,
+        so each is the same draw however the point is cut."""
+        return np.random.SeedSequence(seed_sequence.entropy, pool_size=seed_sequence.pool_size,
+                                      spawn_key=tuple(seed_sequence.spawn_key) + (t_index, size_index, step, seed))
+
+    def tasks(self, params, settings, seed_sequence):
+        sizes, n = settings["sizes"], settings["n_seeds"]
+        windows = self.windows(settings)
+        works = []
+        for ti, (t, alphas) in enumerate(windows.items()):
+            for si, d in enumerate(sizes):
+                for j, alpha in enumerate(alphas):
+                    for s in range(n):
+                        works.append(Work(f"{t}-d{d}-a{j}-s{s}", self.run_instance, {
+                            "params": params, "settings": settings, "alpha": float(alpha), "d": int(d),
+                            "stream": self.stream(seed_sequence, ti, si, j, s)}))
+        results = yield works
+        out = {}
+        boot_rng = np.random.default_rng(self.stream(seed_sequence, len(windows), 0, 0, 0))
+        for t, alphas in windows.items():
+            shape = (len(sizes), len(alphas), n)
+            got = {k: np.empty(shape) for k in self.observables + ("n_iter", "converged")}
+            for si, d in enumerate(sizes):
+                for j in range(len(alphas)):
+                    for s in range(n):
+                        r = results[f"{t}-d{d}-a{j}-s{s}"]
+                        for k in got:
+                            got[k][si, j, s] = r[k]
+            obs = got[self.transitions[t]]
+            onsets, ses = np.empty(len(sizes)), np.empty(len(sizes))
+            for si, d in enumerate(sizes):
+                onsets[si], ses[si] = onset_at_size(alphas, obs[si], d, level=settings["level"], rng=boot_rng)
+            out[f"{t}_gamp"], out[f"{t}_gamp_se"], out[f"{t}_gamp_chi2"] = extrapolate(
+                sizes, onsets, ses, settings["correction"])
+            out.update({f"{t}_gamp_d": onsets, f"{t}_gamp_d_se": ses, f"{t}_alpha": alphas,
+                        f"{t}_n_iter": got["n_iter"], f"{t}_converged": got["converged"]})
+            out.update({f"{t}_{k}": got[k] for k in self.observables})
+        return out
+
+    def run(self, params, settings, seed_sequence):
+        return drive(self.tasks(params, settings, seed_sequence))
+
+    def figure(self, plt, ds, companions):
+        return plot_onset(plt, ds, self)
+
+
+def plot_onset(plt, ds, method):
+    """Per transition: the mean overlap against alpha at each size with its level, and the per-size onsets
+    against d^-nu with the extrapolation."""
+    transitions = list(method.transitions)
+    fig, axes = plt.subplots(len(transitions), 2, figsize=(10, 3.6 * len(transitions)), squeeze=False)
+    other = [dim for dim in ds[f"{transitions[0]}_gamp"].dims]
+    point = {dim: 0 for dim in other}  # the figure of a multi-point sweep draws its first point
+    sizes = ds["size"].values
+    settings = json.loads(ds.attrs.get("spec_resolved", "{}")).get("settings", {})
+    correction = settings.get("correction", "d^-1/2")
+    level = settings.get("level", 2.0)
+    for row, t in zip(axes, transitions):
+        sub = ds.isel(point) if point else ds
+        alphas = sub[f"{t}_alpha"].values
+        obs = sub[f"{t}_{method.transitions[t]}"].values
+        for si, d in enumerate(sizes):
+            m = obs[si].mean(axis=1)
+            se = obs[si].std(axis=1, ddof=1) / math.sqrt(obs.shape[-1])
+            line = row[0].errorbar(alphas, m, yerr=se, marker="o", ms=3, lw=1, capsize=2, label=f"d = {d}")
+            row[0].axhline(level / math.sqrt(d), ls=":", lw=0.8, color=line[0].get_color())
+        row[0].set_xlabel("alpha")
+        row[0].set_ylabel(method.transitions[t])
+        row[0].set_title(f"{t}: GAMP final overlap (mean +- s.e.; dotted: level / sqrt(d))")
+        row[0].legend(fontsize=8)
+        x = sizes ** -CORRECTIONS[correction]
+        row[1].errorbar(x, sub[f"{t}_gamp_d"].values, yerr=sub[f"{t}_gamp_d_se"].values, fmt="o", capsize=3,
+                        label="onset at d")
+        inf, inf_se = float(sub[f"{t}_gamp"]), float(sub[f"{t}_gamp_se"])
+        row[1].errorbar([0.0], [inf], yerr=[inf_se], fmt="s", color="k", capsize=3, label=f"d -> inf: {inf:.4f}")
+        row[1].set_xlabel(correction)
+        row[1].set_ylabel(f"{t} onset")
+        row[1].legend(fontsize=8)
+    fig.tight_layout()
+    return fig
