@@ -9,6 +9,7 @@ import threading
 import time
 
 import numpy as np
+import pytest
 
 from spec_files import write_spec
 from seqphase.cluster import run_sweep
@@ -109,3 +110,24 @@ def test_probe_that_always_fails_is_recorded_with_its_reason_and_the_rest_is_kep
     assert kept == ["closed", "search-0-0", "search-0-1", "search-0-2", "search-0-3", "search-0-4",
                     "search-1-0", "search-1-2"]
     assert DONE not in group.ledger()[0]
+
+
+def test_multiindex_threshold_points_distributed_equal_serial_bit_for_bit(tmp_path, client):
+    """z1 z2 and sign(z1 z2) (the stability work, then the easy bisection as k-sections guessed at the
+    stability value): stored values equal the serial run; the bisections land within rtol of the
+    stability values (0.593751 and pi^2/4, spec targets)."""
+    summary, group, plan = run(tmp_path, client, "multiindex-thresholds", ["channel=z1z2,sign-z1z2"])
+    assert (summary.done, summary.failed) == (2, 0)
+    assert_stored_as_serial(plan, group)
+    for point, target in zip(plan.points, (0.593751, np.pi**2 / 4)):
+        bisection = group.read("alpha_bisection")[group.index_of(point)][0]
+        assert abs(bisection - target) <= 2e-3 * target
+
+
+@pytest.mark.slow
+def test_erm_threshold_point_distributed_equals_serial_bit_for_bit(tmp_path, client):
+    """quadratic-erm kappa_star = 1 (the two equations, two bracket works and the two searches' probes):
+    stored values equal the serial run (~1 CPU-min)."""
+    summary, group, plan = run(tmp_path, client, "quadratic-erm-thresholds", ["kappa_star=1.0", "rtol=1e-4"])
+    assert (summary.done, summary.failed) == (1, 0)
+    assert_stored_as_serial(plan, group)
