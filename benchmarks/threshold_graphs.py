@@ -2,10 +2,12 @@
 point on 1 worker (serial) against the longest chain of its graph.
 
     # old code importable as `seqphase` (e.g. a checkout of the commit before, via PYTHONPATH):
-    python benchmarks/threshold_graphs.py run --out /tmp/old.json [--only SWEEP ...]
+    python benchmarks/threshold_graphs.py run --out /tmp/old.jsonl [--only SWEEP ...]
     # new code:
-    python benchmarks/threshold_graphs.py run --out /tmp/new.json [--only SWEEP ...]
-    python benchmarks/threshold_graphs.py compare /tmp/old.json /tmp/new.json     # the docs table
+    python benchmarks/threshold_graphs.py run --out /tmp/new.jsonl [--only SWEEP ...]
+    python benchmarks/threshold_graphs.py compare /tmp/old.jsonl /tmp/new.jsonl    # the docs tables
+
+`run` appends one JSON line a point to --out.
 
 `run` computes every point of the shipped threshold sweeps of glm, multiindex and quadratic-erm in this
 process (`Model.run`), recording per point the values, the CPU time (time.process_time) and, for a
@@ -23,8 +25,10 @@ import os
 import sys
 import time
 
+import numpy as np
+
 SWEEPS = ["glm-cs-thresholds", "glm-phase-retrieval-thresholds", "glm-binary-perceptron-thresholds",
-          "multiindex-thresholds", "quadratic-erm-thresholds"]
+          "multiindex-thresholds", "multiindex-norm2-thresholds", "quadratic-erm-thresholds"]
 
 
 def _timed_drive(tasks):
@@ -53,7 +57,6 @@ def run(out, only):
     from seqphase.sweeps.planner import plan_sweep
     from seqphase.sweeps.spec import load_sweep
 
-    rows = []
     for name in only or SWEEPS:
         plan = plan_sweep(load_sweep(name))
         model = get_model(plan.sweep.model)
@@ -67,15 +70,28 @@ def run(out, only):
             else:
                 values = model.run(plan.sweep.method, params, settings, stream)
                 cpu, chain, n_works, rounds = time.process_time() - t0, None, 1, 1
-            row = {"sweep": name, "params": {k: v for k, v in params.items()},
-                   "values": {k: (float(v) if isinstance(v, (int, float)) or hasattr(v, "dtype") else str(v))
-                              for k, v in values.items()},
+            row = {"sweep": name, "params": {k: v for k, v in params.items()}, "values": flat(values),
                    "cpu_s": cpu, "chain_s": chain, "works": n_works, "rounds": rounds,
                    "load": os.getloadavg()[0], "settings": {k: settings[k] for k in ("rtol", "k") if k in settings}}
-            rows.append(row)
+            with open(out, "a") as fh:  # one JSON line a point, as it is computed
+                fh.write(json.dumps(row) + "\n")
             print(json.dumps(row), flush=True)
-    with open(out, "w") as fh:
-        json.dump(rows, fh, indent=1)
+
+
+def flat(values):
+    """{name: float} of a point's outputs, arrays flattened to name[i] (strings kept as they are)."""
+    out = {}
+    for name, value in values.items():
+        if isinstance(value, str):
+            out[name] = value
+            continue
+        array = np.asarray(value, dtype=float)
+        if array.ndim == 0:
+            out[name] = float(array)
+        else:
+            for index, v in np.ndenumerate(array):
+                out[f"{name}[{','.join(map(str, index))}]"] = float(v)
+    return out
 
 
 def _label(row):
@@ -84,8 +100,8 @@ def _label(row):
 
 
 def compare(old_path, new_path, errors):
-    old = json.load(open(old_path))
-    new = json.load(open(new_path))
+    old = [json.loads(line) for line in open(old_path) if line.startswith("{")]
+    new = [json.loads(line) for line in open(new_path) if line.startswith("{")]
     index = {(r["sweep"], json.dumps(r["params"], sort_keys=True)): r for r in old}
     print("| sweep | point | value | old (sequential) | new (graph) | rel. diff | stated error |")
     print("|---|---|---|---|---|---|---|")
@@ -94,7 +110,7 @@ def compare(old_path, new_path, errors):
         before = index[(row["sweep"], json.dumps(row["params"], sort_keys=True))]
         for name, value in row["values"].items():
             a = before["values"].get(name)
-            if isinstance(value, str) or a is None:
+            if isinstance(value, str) or a is None or name.startswith("projector"):
                 continue
             same = a == value or (math.isnan(a) and math.isnan(value))
             rel = 0.0 if same else abs(a - value) / max(abs(a), abs(value), 1e-300)

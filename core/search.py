@@ -7,7 +7,7 @@ works of every route still running go out as one list); `single` is a route of o
 
 `section_search` locates the switch of a monotone predicate (False below, True above) in rounds of k
 probes, a probe being one Work that evaluates the predicate at one x. Round one probes lo, hi and k
-points inside (spread evenly, or around a guess); every later round is a k-section of the bracket
+points inside (spread evenly, or at and around a guess); every later round is a k-section of the bracket
 [a, b], a the largest False probe below the smallest True probe b, so the bracket shrinks by k + 1 a
 round, and the search stops with the stop rule of `numerics.narrow_bracket` (b - a <= rtol b),
 returning the bracket's midpoint as the bisection does. Error bound against the bisection of the same
@@ -64,15 +64,17 @@ def single(work):
 
 
 def first_points(lo, hi, k, guess=None, spread=0.05):
-    """The probes of round one: lo, hi and k points inside. Without a guess (or one whose spread does not
-    fit inside (lo, hi)), k evenly spaced points; with one, guess (1 -+ spread 2^j), j = 0, 1, ..., the
-    points a walk from the guess would visit first (k // 2 below, k - k // 2 above)."""
+    """The probes of round one: lo, hi and k points inside. Without a guess (or one whose points do not
+    fit inside (lo, hi)), k evenly spaced points; with one, guess (1 + spread s) for s = 0, 1, -1, 2, -2,
+    4, -4, ... (the first k): the guess itself and the points a walk from it visits first. The guess is a
+    probe so that the first bracket is not centred on it (a bracket centred on the guess, k-sectioned
+    with k even, would return the guess itself as the midpoint of its central cell)."""
     inner = [lo + (hi - lo) * j / (k + 1) for j in range(1, k + 1)]
     if guess is not None and math.isfinite(guess):
-        below = [guess * (1 - spread * 2**j) for j in range(k // 2)]
-        above = [guess * (1 + spread * 2**j) for j in range(k - k // 2)]
-        if lo < min(below) and max(above) < hi:
-            inner = below + above
+        steps = [0.0] + [sign * 2.0**j for j in range(k) for sign in (1.0, -1.0)]
+        near = [guess * (1 + spread * step) for step in steps[:k]]
+        if lo < min(near) and max(near) < hi:
+            inner = near
     return sorted({float(lo), float(hi), *(float(x) for x in inner)})
 
 

@@ -441,10 +441,10 @@ def stage_work(channel, what, *, alpha=None, alpha_hi=20.0, side_info=1e-12):
 def staircase_route(channel, make, *, alpha_lo=0.05, alpha_hi=20.0, rtol=1e-3, side_info=1e-12, bisection=True,
                     k=4):
     """`staircase` as a route (core/search.py): the "stability" work, then the SE bisections side by
-    side, each a k-section (`section_search`) started, as `bisect_alpha` is, at its stability value
-    guess (1 -+ 5%, 10%) when there is one, with bisect_alpha's ends (lo if learned at lo, inf if not
-    at hi). `make(what, **kwargs)` -> (fn, kwargs) of the work computing `stage_work(channel, what,
-    **kwargs)`. Returns the list of `Stage`s."""
+    side, each a k-section (`section_search`) started, as `bisect_alpha` is, near its stability value
+    when there is one (probes at the guess and guess (1 + 5%), (1 - 5%), (1 + 10%)), with
+    bisect_alpha's ends (lo if learned at lo, inf if not at hi). `make(what, **kwargs)` -> (fn, kwargs)
+    of the work computing `stage_work(channel, what, **kwargs)`. Returns the list of `Stage`s."""
     p = channel.p
     st = yield from single(Work("stability", *make("stability", alpha_hi=alpha_hi)))
 

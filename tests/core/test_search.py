@@ -54,14 +54,22 @@ def test_no_switch_inside_the_bracket_returns_the_stated_ends():
 
 
 def test_a_guess_puts_the_first_probes_around_it_and_saves_rounds():
-    assert first_points(0.05, 20.0, 4, guess=2.0) == pytest.approx([0.05, 1.8, 1.9, 2.1, 2.2, 20.0], rel=1e-15)
-    no_room_above = first_points(0.05, 2.05, 4, guess=2.0)  # evenly spaced instead
-    assert no_room_above == pytest.approx([0.05, 0.45, 0.85, 1.25, 1.65, 2.05], rel=1e-15)
+    assert first_points(0.05, 20.0, 4, guess=2.0) == pytest.approx([0.05, 1.9, 2.0, 2.1, 2.2, 20.0], rel=1e-15)
+    no_room_above = first_points(0.05, 2.15, 4, guess=2.0)  # 2.2 is outside: evenly spaced instead
+    assert no_room_above == pytest.approx([0.05, 0.47, 0.89, 1.31, 1.73, 2.15], rel=1e-15)
     calls, calls_guess = [], []
     exact = drive(section_search("s", probe_of(2.03, calls), 0.05, 20.0, 1e-3, 4))
     guided = drive(section_search("s", probe_of(2.03, calls_guess), 0.05, 20.0, 1e-3, 4, guess=2.0))
     assert guided[1] < 2.03 <= guided[2] and exact[1] < 2.03 <= exact[2]
     assert len(calls_guess) < len(calls)
+
+
+@pytest.mark.parametrize("root", [1.9999, 2.0, 2.0001, 2.05])
+def test_a_guess_at_the_switch_is_not_returned_as_the_value(root):
+    """The guess is probed itself, so the brackets are not centred on it: the value is the midpoint of a
+    bracket around the switch (within rtol of it), not the guess by symmetry."""
+    value, a, b = drive(section_search("s", probe_of(root), 0.05, 20.0, 1e-3, 4, guess=2.0))
+    assert a <= root < b and b - a <= 1e-3 * b and value != 2.0
 
 
 def none_at(x, bad):
