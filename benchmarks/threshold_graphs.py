@@ -103,9 +103,16 @@ def flat(values):
     return out
 
 
-def _label(row):
-    fixed = {"prior", "delta", "kappa", "channel"} if row["sweep"].startswith("glm-cs") else set()
-    return ", ".join(f"{k}={v}" for k, v in row["params"].items() if k not in fixed and k != "delta")
+def _labeller(rows):
+    """A point's label: the parameters that vary within its sweep."""
+    values = collections.defaultdict(set)
+    for row in rows:
+        for key, value in row["params"].items():
+            values[(row["sweep"], key)].add(json.dumps(value))
+
+    def label(row):
+        return ", ".join(f"{k}={v}" for k, v in row["params"].items() if len(values[(row["sweep"], k)]) > 1)
+    return label
 
 
 def compare(old_path, new_path, bound_of):
@@ -114,6 +121,7 @@ def compare(old_path, new_path, bound_of):
     old = [json.loads(line) for line in open(old_path) if line.startswith("{")]
     new = [json.loads(line) for line in open(new_path) if line.startswith("{")]
     index = {(r["sweep"], json.dumps(r["params"], sort_keys=True)): r for r in old}
+    _label = _labeller(new)
     print("| sweep | point | value | old (sequential) | new (graph) | rel. diff | bound: rtol | within |")
     print("|---|---|---|---|---|---|---|---|")
     counts = collections.Counter()
