@@ -131,3 +131,15 @@ def test_erm_threshold_point_distributed_equals_serial_bit_for_bit(tmp_path, cli
     summary, group, plan = run(tmp_path, client, "quadratic-erm-thresholds", ["kappa_star=1.0", "rtol=1e-4"])
     assert (summary.done, summary.failed) == (1, 0)
     assert_stored_as_serial(plan, group)
+
+
+@pytest.mark.parametrize("model", ["glm", "multiindex", "quadratic-erm"])
+def test_bad_k_and_bracket_are_refused_before_anything_runs(model):
+    from seqphase.core.errors import ParameterError
+
+    with pytest.raises(ParameterError, match="method.k"):
+        get_model(model).check_settings("threshold", {"k": 1})
+    if model != "quadratic-erm":
+        settings = get_model(model).check_settings("threshold", {"alpha_lo": 2.0, "alpha_hi": 1.0})
+        with pytest.raises(ParameterError, match="method.alpha_lo"):
+            get_model(model).method("threshold").check({}, settings)
