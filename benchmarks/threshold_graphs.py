@@ -77,7 +77,7 @@ def run(out, only, task_log=None):
             chain, n_works, rounds = sum(map(max, stages)), sum(map(len, stages)), len(stages)
             row = {"sweep": name, "params": {k: v for k, v in params.items()}, "values": flat(values),
                    "cpu_s": cpu, "chain_s": chain, "works": n_works, "rounds": rounds,
-                   "load": os.getloadavg()[0], "settings": {k: settings[k] for k in ("rtol", "k") if k in settings},
+                   "load": os.getloadavg()[0], "settings": {k: settings[k] for k in ("rtol", "k", "it_rtol") if k in settings},
                    "stages": stages}
             with open(out, "a") as fh:  # one JSON line a point, as it is computed
                 fh.write(json.dumps(row) + "\n")
@@ -168,7 +168,7 @@ def bound_of(sweep, name, row):
     if name.endswith("gap") or name.startswith("relative_gap"):
         return "derived"
     if sweep.startswith("glm"):
-        return {"alpha_bisection": rtol, "alpha_it": 1e-5}.get(name)
+        return {"alpha_bisection": rtol, "alpha_it": row["settings"].get("it_rtol", 1e-5)}.get(name)
     if sweep.startswith("quadratic-erm"):
         return rtol if name in ("alpha_interp_bisection", "alpha_sr_bisection") else None
     if name.startswith("alpha_bisection") or (row["params"].get("channel") == "staircase"

@@ -45,15 +45,16 @@ def run(tmp_path, client, name, overrides, retries=2):
 
 
 def test_glm_threshold_point_distributed_equals_serial_bit_for_bit(tmp_path, client):
-    """The binary perceptron (stability, bisection and IT routes side by side, rtol 1e-2): every stored
-    value equals the serial run; the run record shows the graph (many works, chain below the work)."""
-    summary, group, plan = run(tmp_path, client, "glm-binary-perceptron-thresholds", ["rtol=0.01"])
+    """The binary perceptron (stability, bisection and IT routes side by side, rtol 1e-2, IT rtol 1e-3):
+    every stored value equals the serial run; the run record shows the graph (many works, chain below the
+    work)."""
+    summary, group, plan = run(tmp_path, client, "glm-binary-perceptron-thresholds", ["rtol=0.01", "it_rtol=1e-3"])
     assert (summary.done, summary.failed) == (1, 0)
     assert_stored_as_serial(plan, group)
     record = last_run(group)
     assert record["works"] > 20 and record["chain_s"] < 0.7 * record["work_s"]
     stored = {name: group.read(name)[group.index_of(plan.points[0])] for name in ("alpha_bisection", "alpha_it")}
-    assert abs(stored["alpha_bisection"] - 1.4926) < 0.01 * 1.5 and abs(stored["alpha_it"] - 1.2447) < 1e-3
+    assert abs(stored["alpha_bisection"] - 1.4926) < 0.01 * 1.5 and abs(stored["alpha_it"] - 1.2447) < 1.3e-3
 
 
 def test_killed_worker_mid_probe_loses_nothing(tmp_path, client):

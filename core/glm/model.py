@@ -67,6 +67,8 @@ _THRESHOLD_SETTINGS = {
                               "MSE/rho below which perfect recovery counts as achieved", 1e-3, low=0.0, high=0.5),
     "it_threshold": Param("it_threshold", "bool", "also locate the free-entropy (information-theoretic) "
                           "crossing of a perfect-recovery transition", True),
+    "it_rtol": Param("it_rtol", "float", "relative width at which the information-theoretic search stops "
+                     "(version 1: fixed at 1e-5)", 1e-5, low=0.0, high=0.1),
     "k": Param("k", "int", "probes a round of each threshold search (a k-section: the bracket shrinks by k + 1 "
                "a round; not the number of workers, so results do not depend on the cluster)", 4, low=2,
                high=64, low_inclusive=True),
@@ -180,10 +182,6 @@ class GAMP(SeededMethod):
         return figures.plot_gamp(plt, ds, companions.get("se_sweep"))
 
 
-#: rtol of the information-theoretic crossing's search (not a setting; version 1's default)
-IT_RTOL = 1e-5
-
-
 def stability_route(params, settings):
     """The stability value of a threshold point (one work): linear stability of m = 0 (weak) or the AMP
     spinodal of the parametric fixed-point curve (perfect)."""
@@ -242,7 +240,7 @@ class Threshold(Method):
         if transition == "perfect" and settings["it_threshold"]:
             routes.append(section_search("it", lambda a: (threshold_probe, {"route": "it", "params": params,
                                                                           "settings": settings, "alpha": a}),
-                                         lo, hi, IT_RTOL, k))
+                                         lo, hi, settings["it_rtol"], k))
         values = yield from side_by_side(routes)
         alpha_stability, (alpha_bisection, _, _) = values[0], values[1]
         alpha_it = values[2][0] if len(values) > 2 else math.nan
