@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, SeededMethod, Variable
+from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, SeededMethod, Variable, Work, drive
 
 
 class ToySE(Method):
@@ -64,6 +64,61 @@ class ToySeeded(SeededMethod):
         return {"value": params["alpha"] / (1.0 + params["alpha"])}
 
 
+def toy_probe(x, root, sleep, fail, key):
+    """A probe of ToySearch: is x above the root? Sleeps `sleep` s; `fail` makes probe "search-1-1" raise
+    (always, or once per root)."""
+    time.sleep(sleep)
+    if key == "search-1-1" and fail == "always":
+        raise RuntimeError(f"injected failure of probe {key} at x={x!r}")
+    if key == "search-1-1" and fail == "once":
+        marker = Path(os.environ["TOYMODEL_MARKERS"]) / f"probe-{root!r}"
+        if not marker.exists():
+            marker.write_text("failed once")
+            raise RuntimeError(f"injected one-off failure of probe {key} at x={x!r}")
+    return x > root
+
+
+class ToySearch(Method):
+    """A root search as a graph (core/search.py): the switch of x > alpha on [0, 4] in rounds of k probes,
+    and a closed-form work beside it; `fail` makes probe "search-1-1" raise."""
+
+    def layout(self, settings):
+        return Layout({}, {"root": Variable((), "f8", "the search's value"),
+                           "lo": Variable((), "f8", "final bracket, low end"),
+                           "hi": Variable((), "f8", "final bracket, high end"),
+                           "value": Variable((), "f8", "alpha/(1+alpha), a work beside the search")})
+
+    def tasks(self, params, settings, seed_sequence):
+        from seqphase.core.search import section_search, side_by_side, single
+
+        def probe(x):
+            return toy_probe, {"x": x, "root": params["alpha"], "sleep": params["sleep"], "fail": params["fail"]}
+
+        search = section_search("search", probe, 0.0, 4.0, settings["rtol"], settings["k"])
+        search = _with_keys(search)
+        (root, lo, hi), value = yield from side_by_side(
+            [search, single(Work("closed", closed_form, {"alpha": params["alpha"]}))])
+        return {"root": root, "lo": lo, "hi": hi, "value": value}
+
+    def run(self, params, settings, seed_sequence):
+        return drive(self.tasks(params, settings, seed_sequence))
+
+
+def _with_keys(route):
+    """Pass each probe work its own key (a route around a route)."""
+    results = None
+    try:
+        while True:
+            works = next(route) if results is None else route.send(results)
+            results = yield [Work(w.key, w.fn, dict(w.kwargs, key=w.key)) for w in works]
+    except StopIteration as stop:
+        return stop.value
+
+
+def closed_form(alpha):
+    return alpha / (1.0 + alpha)
+
+
 class ToyModel(Model):
     def __init__(self):
         super().__init__(
@@ -81,5 +136,8 @@ class ToyModel(Model):
                      "seeded": ToySeeded({"n_seeds": Param("n_seeds", "int", "seeds", 4, low=1, low_inclusive=True),
                                           "tail": Param("tail", "float", "extra seconds seed 0 sleeps", 0.0, low=0.0,
                                                         low_inclusive=True)},
-                                         version=1, doc="seeds as tasks")},
+                                         version=1, doc="seeds as tasks"),
+                     "search": ToySearch({"k": Param("k", "int", "probes a round", 3, low=2, low_inclusive=True),
+                                          "rtol": Param("rtol", "float", "relative bracket width", 1e-3, low=0.0)},
+                                         version=1, doc="a root search in rounds of probes")},
         )

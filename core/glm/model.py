@@ -30,7 +30,8 @@ from seqphase.core.glm import se as se_mod
 from seqphase.core.glm import thresholds
 from seqphase.core.glm.channels import CHANNELS
 from seqphase.core.glm.priors import PRIORS
-from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, SeededMethod, Variable
+from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, SeededMethod, Variable, Work, drive
+from seqphase.core.search import section_search, side_by_side, single
 from seqphase.core.numerics import forward_fill, nan_log
 
 _P = 1  # scalar GLM: the overlap is a 1 x 1 matrix, stored with the same (row, col) dims as p x p models
@@ -59,9 +60,9 @@ _ONSET_SETTINGS = {**onset.ONSET_SETTINGS, **onset.window_settings("alpha", 0.3,
 _THRESHOLD_SETTINGS = {
     "transitions": Param("transitions", "choices", "which transitions to locate (a grid dim)", ["weak"],
                          choices=("weak", "perfect")),
-    "alpha_lo": Param("alpha_lo", "float", "lower end of the bisection bracket", 0.01, low=0.0),
-    "alpha_hi": Param("alpha_hi", "float", "upper end of the bisection bracket", 5.0, low=0.0),
-    "rtol": Param("rtol", "float", "relative width at which bisections stop", 1e-4, low=0.0, high=0.1),
+    "alpha_lo": Param("alpha_lo", "float", "lower end of the search bracket", 0.01, low=0.0),
+    "alpha_hi": Param("alpha_hi", "float", "upper end of the search bracket", 5.0, low=0.0),
+    "rtol": Param("rtol", "float", "relative width at which the searches stop", 1e-4, low=0.0, high=0.1),
     "side_info": Param("side_info", "float", "side-information SNR lambda of the weak-recovery bisection",
                        1e-10, low=0.0, high=1e-2),
     "overlap_cut": Param("overlap_cut", "float", "overlap above which weak recovery counts as achieved",
@@ -70,6 +71,11 @@ _THRESHOLD_SETTINGS = {
                               "MSE/rho below which perfect recovery counts as achieved", 1e-3, low=0.0, high=0.5),
     "it_threshold": Param("it_threshold", "bool", "also locate the free-entropy (information-theoretic) "
                           "crossing of a perfect-recovery transition", True),
+    "it_rtol": Param("it_rtol", "float", "relative width at which the information-theoretic search stops "
+                     "(version 1: fixed at 1e-5)", 1e-5, low=0.0, high=0.1),
+    "k": Param("k", "int", "probes a round of each threshold search (a k-section: the bracket shrinks by k + 1 "
+               "a round; not the number of workers, so results do not depend on the cluster)", 4, low=2,
+               high=64, low_inclusive=True),
 }
 
 
@@ -180,6 +186,29 @@ class GAMP(SeededMethod):
         return figures.plot_gamp(plt, ds, companions.get("se_sweep"))
 
 
+def stability_route(params, settings):
+    """The stability value of a threshold point (one work): linear stability of m = 0 (weak) or the AMP
+    spinodal of the parametric fixed-point curve (perfect)."""
+    prior, channel = build(params)
+    if params["transition"] == "weak":
+        return thresholds.weak_recovery_stability(prior, channel)
+    return thresholds.perfect_recovery_spinodal(prior, channel, mse_cut_fraction=settings["mse_cut_fraction"])
+
+
+def threshold_probe(route, params, settings, alpha):
+    """One probe of a threshold search (one work): the predicate of `route` ("weak", "perfect": the SE
+    bisections' criteria; "it": the informed branch's free entropy wins) at one alpha."""
+    prior, channel = build(params)
+    if route == "weak":
+        return thresholds.weak_recovered(prior, channel, alpha, side_info=settings["side_info"],
+                                         overlap_cut=settings["overlap_cut"])
+    if route == "perfect":
+        return thresholds.perfect_recovered(prior, channel, alpha, mse_cut_fraction=settings["mse_cut_fraction"])
+    if route == "it":
+        return thresholds.informed_wins(prior, channel, alpha)
+    raise ValueError(f"unknown threshold route {route!r}")
+
+
 class Threshold(Method):
     """Critical alphas, two independent ways each (stability and SE bisection), plus the
     information-theoretic threshold of a perfect-recovery transition."""
@@ -196,30 +225,38 @@ class Threshold(Method):
             "relative_gap": Variable((), "f8", "|stability - bisection| / stability"),
         })
 
-    def run(self, params, settings, seed_sequence):
-        prior, channel = build(params)
-        bracket = {"alpha_lo": settings["alpha_lo"], "alpha_hi": settings["alpha_hi"]}
+    def check(self, params, settings):
         if settings["alpha_lo"] >= settings["alpha_hi"]:
-            raise ParameterError("method.alpha_lo", "alpha_lo must be below alpha_hi")
-        alpha_it = math.nan
-        if params["transition"] == "weak":
-            alpha_stability = thresholds.weak_recovery_stability(prior, channel)
-            alpha_bisection = thresholds.weak_recovery_bisection(
-                prior, channel, side_info=settings["side_info"], overlap_cut=settings["overlap_cut"],
-                rtol=settings["rtol"], **bracket)
-        else:
-            alpha_stability = thresholds.perfect_recovery_spinodal(
-                prior, channel, mse_cut_fraction=settings["mse_cut_fraction"])
-            alpha_bisection = thresholds.perfect_recovery_bisection(
-                prior, channel, mse_cut_fraction=settings["mse_cut_fraction"], rtol=settings["rtol"], **bracket)
-            if settings["it_threshold"]:
-                alpha_it = thresholds.information_theoretic_threshold(prior, channel, **bracket)
+            raise ParameterError("method.alpha_lo", f"alpha_lo = {settings['alpha_lo']:g} is not below alpha_hi = "
+                                 f"{settings['alpha_hi']:g}", "set alpha_lo < alpha_hi")
+
+    def tasks(self, params, settings, seed_sequence):
+        """The point as a graph (version 2): the stability route (one work) and the SE searches side by
+        side, each search in rounds of k probes (`search.section_search`, one SE run a probe; the IT
+        crossing's probe runs both starts)."""
+        self.check(params, settings)
+        lo, hi, k = settings["alpha_lo"], settings["alpha_hi"], settings["k"]
+        transition = params["transition"]
+        routes = [single(Work("stability", stability_route, {"params": params, "settings": settings})),
+                  section_search("bisection", lambda a: (threshold_probe, {"route": transition, "params": params,
+                                                                          "settings": settings, "alpha": a}),
+                                 lo, hi, settings["rtol"], k)]
+        if transition == "perfect" and settings["it_threshold"]:
+            routes.append(section_search("it", lambda a: (threshold_probe, {"route": "it", "params": params,
+                                                                          "settings": settings, "alpha": a}),
+                                         lo, hi, settings["it_rtol"], k))
+        values = yield from side_by_side(routes)
+        alpha_stability, (alpha_bisection, _, _) = values[0], values[1]
+        alpha_it = values[2][0] if len(values) > 2 else math.nan
         if alpha_stability in (0.0, math.inf) or not math.isfinite(alpha_bisection):
             gap = 0.0 if alpha_stability == alpha_bisection else math.nan
         else:
             gap = abs(alpha_stability - alpha_bisection) / alpha_stability
         return {"alpha_stability": alpha_stability, "alpha_bisection": alpha_bisection,
                 "alpha_it": alpha_it, "relative_gap": gap}
+
+    def run(self, params, settings, seed_sequence):
+        return drive(self.tasks(params, settings, seed_sequence))
 
     def figure(self, plt, ds, companions):
         return figures.plot_threshold(plt, ds)
@@ -262,7 +299,9 @@ class GLMModel(Model):
                 "se": SE(_SE_SETTINGS, version=1, doc="state evolution, both branches"),
                 "gamp": GAMP(_GAMP_SETTINGS, version=2,
                              doc="GAMP on finite instances (v2: damping-consistent Onsager term)"),
-                "threshold": Threshold(_THRESHOLD_SETTINGS, version=1, doc="critical alphas, two ways each",
+                "threshold": Threshold(_THRESHOLD_SETTINGS, version=2,
+                                       doc="critical alphas, two ways each (v2: a graph of tasks, the SE "
+                                           "bisections as k-sections of probes)",
                                        axes={"transition": "transitions"}, excludes=("alpha",)),
                 "onset": Onset(_ONSET_SETTINGS, version=1, doc="weak-recovery onset by GAMP at several sizes d, "
                                "extrapolated d -> infinity", excludes=("alpha",)),

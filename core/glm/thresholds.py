@@ -56,15 +56,18 @@ def weak_recovery_bisection(prior, channel, *, side_info=1e-10, overlap_cut=1e-4
     iterations the estimate is biased upward by ~ alpha_c log(cut/lambda) / max_iter (0.5% for the
     defaults), plus (cut / slope of m(alpha)). The stability value is the unbiased one.
     """
-    rho = prior.rho
-    cut_v = rho - overlap_cut  # m > cut  <=>  V < rho - cut
+    return bisect_monotone(lambda alpha: weak_recovered(prior, channel, alpha, side_info=side_info,
+                                                        overlap_cut=overlap_cut, max_iter=max_iter,
+                                                        damping=damping), alpha_lo, alpha_hi, rtol)
 
-    def pred(alpha):
-        st = glm_se(prior, channel, alpha, start=rho, side_info=side_info, damping=damping,
-                    max_iter=max_iter, stop=lambda V: float(V) < cut_v)
-        return st.overlap > overlap_cut
 
-    return bisect_monotone(pred, alpha_lo, alpha_hi, rtol)
+def weak_recovered(prior, channel, alpha, *, side_info=1e-10, overlap_cut=1e-4, max_iter=3000, damping=0.0):
+    """The weak-recovery bisection's predicate at one alpha (one probe): the SE from m = 0 with side
+    information `side_info` ends with m > overlap_cut."""
+    cut_v = prior.rho - overlap_cut  # m > cut  <=>  V < rho - cut
+    st = glm_se(prior, channel, alpha, start=prior.rho, side_info=side_info, damping=damping,
+                max_iter=max_iter, stop=lambda V: float(V) < cut_v)
+    return bool(st.overlap > overlap_cut)
 
 
 def _eg2(channel, prior, V):
@@ -111,14 +114,18 @@ def perfect_recovery_bisection(prior, channel, *, mse_cut_fraction=1e-3, alpha_l
     alpha_alg)) iterations; with max_iter iterations the estimate is biased upward by
     O(1 / max_iter^2) (negligible here).
     """
+    return bisect_monotone(lambda alpha: perfect_recovered(prior, channel, alpha, mse_cut_fraction=mse_cut_fraction,
+                                                           max_iter=max_iter, damping=damping),
+                           alpha_lo, alpha_hi, rtol)
+
+
+def perfect_recovered(prior, channel, alpha, *, mse_cut_fraction=1e-3, max_iter=5000, damping=0.0):
+    """The perfect-recovery bisection's predicate at one alpha (one probe): the SE from the uninformed
+    start reaches V < mse_cut_fraction rho."""
     v_cut = mse_cut_fraction * prior.rho
-
-    def pred(alpha):
-        st = glm_se(prior, channel, alpha, start="uninformed", damping=damping, max_iter=max_iter,
-                    stop=lambda V: float(V) < v_cut)
-        return st.mse < v_cut
-
-    return bisect_monotone(pred, alpha_lo, alpha_hi, rtol)
+    st = glm_se(prior, channel, alpha, start="uninformed", damping=damping, max_iter=max_iter,
+                stop=lambda V: float(V) < v_cut)
+    return bool(st.mse < v_cut)
 
 
 def information_theoretic_threshold(prior, channel, *, alpha_lo=0.1, alpha_hi=3.0, rtol=1e-5,
@@ -130,14 +137,16 @@ def information_theoretic_threshold(prior, channel, *, alpha_lo=0.1, alpha_hi=3.
     the transition (True); otherwise the informed branch does not exist there (False). NaN if no
     crossing lies in [alpha_lo, alpha_hi].
     """
-    rho = prior.rho
+    return bisect_monotone(lambda alpha: informed_wins(prior, channel, alpha, max_iter=max_iter, damping=damping,
+                                                       distinct_tol=distinct_tol), alpha_lo, alpha_hi, rtol)
 
-    def pred(alpha):
-        kw = dict(damping=damping, max_iter=max_iter)
-        amp = glm_se(prior, channel, alpha, start="uninformed", **kw)
-        inf = glm_se(prior, channel, alpha, start="informed", **kw)
-        if abs(amp.mse - inf.mse) <= distinct_tol * rho:
-            return inf.mse < 1e-3 * rho
-        return inf.free_entropy >= amp.free_entropy
 
-    return bisect_monotone(pred, alpha_lo, alpha_hi, rtol)
+def informed_wins(prior, channel, alpha, *, max_iter=5000, damping=0.0, distinct_tol=1e-6):
+    """The information-theoretic search's predicate at one alpha (one probe): the informed branch's
+    free entropy is at least the uninformed one's (both starts at one fixed point: perfect recovery)."""
+    kw = dict(damping=damping, max_iter=max_iter)
+    amp = glm_se(prior, channel, alpha, start="uninformed", **kw)
+    inf = glm_se(prior, channel, alpha, start="informed", **kw)
+    if abs(amp.mse - inf.mse) <= distinct_tol * prior.rho:
+        return bool(inf.mse < 1e-3 * prior.rho)
+    return bool(inf.free_entropy >= amp.free_entropy)

@@ -30,7 +30,7 @@ import numpy as np
 
 from seqphase.core import onset
 from seqphase.core.errors import ParameterError
-from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, SeededMethod, Variable
+from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, SeededMethod, Variable, drive
 from seqphase.core.multiindex import figures
 from seqphase.core.multiindex import gamp as mgamp
 from seqphase.core.multiindex import se as mse
@@ -74,6 +74,9 @@ _THR = {
     "side_info": Param("side_info", "float", "side information lambda of the bisection SE", 1e-12,
                        low=0.0, high=1e-3, low_inclusive=True),
     "bisection": Param("bisection", "bool", "also locate every threshold by SE bisection", True),
+    "k": Param("k", "int", "probes a round of each bisection (a k-section: the bracket shrinks by k + 1 a round; "
+               "not the number of workers, so results do not depend on the cluster)", 4, low=2, high=64,
+               low_inclusive=True),
 }
 
 
@@ -203,6 +206,11 @@ class Onset(onset.OnsetMethod):
                 "n_iter": tr.n_iter, "converged": int(tr.converged)}
 
 
+def threshold_work(params, what, **kwargs):
+    """One work of a threshold point (`mth.stage_work` on the point's channel)."""
+    return mth.stage_work(channel_of(params), what, **kwargs)
+
+
 class Threshold(Method):
     """The grand staircase of a channel: per stage, stability and SE-bisection alphas, the learned
     subspace and the stage kind (NaN-padded to `max_stages`)."""
@@ -218,13 +226,26 @@ class Threshold(Method):
             "projector": Variable(("stage",) + _MATRIX, "f8", "projector onto the learned subspace"),
         })
 
-    def run(self, params, settings, seed_sequence):
-        ch = channel_of(params)
+    def check(self, params, settings):
         if settings["alpha_lo"] >= settings["alpha_hi"]:
-            raise ParameterError("method.alpha_lo", "alpha_lo must be below alpha_hi")
-        stages = mth.staircase(ch, alpha_lo=settings["alpha_lo"], alpha_hi=settings["alpha_hi"],
-                               rtol=settings["rtol"], side_info=settings["side_info"],
-                               bisection=settings["bisection"])
+            raise ParameterError("method.alpha_lo", f"alpha_lo = {settings['alpha_lo']:g} is not below alpha_hi = "
+                                 f"{settings['alpha_hi']:g}", "set alpha_lo < alpha_hi")
+
+    def run(self, params, settings, seed_sequence):
+        return drive(self.tasks(params, settings, seed_sequence))
+
+    def tasks(self, params, settings, seed_sequence):
+        """The point as a graph (version 2, `mth.staircase_route`): the stability work, then the SE
+        bisections side by side as k-sections of probes."""
+        self.check(params, settings)
+        ch = channel_of(params)
+
+        def make(what, **kwargs):
+            return threshold_work, dict(kwargs, params=params, what=what)
+
+        stages = yield from mth.staircase_route(ch, make, alpha_lo=settings["alpha_lo"], alpha_hi=settings["alpha_hi"],
+                                                rtol=settings["rtol"], side_info=settings["side_info"],
+                                                bisection=settings["bisection"], k=settings["k"])
         S = settings["max_stages"]
         if len(stages) > S:
             raise ParameterError("method.max_stages", f"channel {ch.name!r} has {len(stages)} stages",
@@ -268,7 +289,8 @@ class MultiIndexModel(Model):
                 "se": SE(_SE, version=1, doc="p x p state evolution, two starts"),
                 "gamp": GAMP(_GAMP, version=3, doc="GAMP with p x p Onsager terms (v2: damping-consistent "
                                                    "Onsager term; v3: variance update auto, no V -> 0 runaway)"),
-                "threshold": Threshold(_THR, version=1, doc="grand staircase, two ways per stage",
+                "threshold": Threshold(_THR, version=2, doc="grand staircase, two ways per stage (v2: a graph of "
+                                                        "tasks, the bisections as k-sections of probes)",
                                        excludes=("alpha",)),
                 "onset": Onset(_ONSET, version=1, doc="weak-learnability onset by GAMP at several sizes d, "
                                "extrapolated d -> infinity", excludes=("alpha",)),

@@ -18,7 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize
 
+from seqphase.core.models import Work
 from seqphase.core.numerics import bisect_alpha, gauss_hermite
+from seqphase.core.search import section_search, side_by_side, single
 
 from . import se as mse
 from .channels import SignZ1Z2
@@ -141,12 +143,20 @@ def bisect_easy(channel, lo, hi, rtol, side_info, n_gh=3, direction=None, guess=
     expect = mse.Expectation(channel, "quadrature", n_gh=n_gh)
     if direction is None:
         direction = perron_matrix(channel)
+    return bisect_alpha(lambda a: easy_learned(channel, a, side_info, expect=expect, direction=direction),
+                        lo, hi, rtol, guess=guess)
 
-    def is_learned(a):
-        return mse.learned(channel, a, expect=expect, side_info=side_info, direction=direction,
-                           burn_in=0, trend_iter=2)[0]
 
-    return bisect_alpha(is_learned, lo, hi, rtol, guess=guess)
+def easy_learned(channel, a, side_info, *, n_gh=3, expect=None, direction=None):
+    """The easy bisection's predicate at one alpha (one probe; `bisect_easy`, `bisect_easy_iso`): the SE
+    from q0 M (M the Perron eigen-matrix of F) grows over steps 1 -> 3; the isotropic family for the
+    channels of ISOTROPIC."""
+    if channel.name in ISOTROPIC and direction is None:
+        return iso_learned(channel, a, side_info)
+    expect = expect or mse.Expectation(channel, "quadrature", n_gh=n_gh)
+    direction = perron_matrix(channel) if direction is None else direction
+    return bool(mse.learned(channel, a, expect=expect, side_info=side_info, direction=direction,
+                            burn_in=0, trend_iter=2)[0])
 
 
 #: channels whose SE keeps Q = q I (permutation invariance and paired sign flips) and whose F has
@@ -159,15 +169,17 @@ def bisect_easy_iso(channel, lo, hi, rtol, side_info, guess=None, q0=1e-6, steps
     lambda (`se.iso_qhat`, one Gauss-Hermite node per positive half-axis: exact for the quadratic
     leading order in omega, relative corrections O(q0)). Learned iff q grows over `steps` steps from q0.
     One SE step costs one posterior evaluation per y node instead of 27 x the y rule."""
-    def is_learned(a):
-        q, tops = q0, [q0]
-        for _ in range(steps):
-            qh = a * mse.iso_qhat(channel, q, n_gh=1) + side_info
-            q = qh / (1 + qh)
-            tops.append(q)
-        return bool(np.all(np.diff(tops) > 0))
+    return bisect_alpha(lambda a: iso_learned(channel, a, side_info, q0=q0, steps=steps), lo, hi, rtol, guess=guess)
 
-    return bisect_alpha(is_learned, lo, hi, rtol, guess=guess)
+
+def iso_learned(channel, a, side_info, q0=1e-6, steps=3):
+    """`bisect_easy_iso`'s predicate at one alpha: q grows over `steps` steps from q0."""
+    q, tops = q0, [q0]
+    for _ in range(steps):
+        qh = a * mse.iso_qhat(channel, q, n_gh=1) + side_info
+        q = qh / (1 + qh)
+        tops.append(q)
+    return bool(np.all(np.diff(tops) > 0))
 
 
 def staircase(channel, *, alpha_lo=0.05, alpha_hi=20.0, rtol=1e-3, side_info=1e-12, bisection=True):
@@ -243,15 +255,17 @@ def staircase_m1(channel, alpha, *, n_mc=40000, max_iter=2000, side_info=1e-8, r
     return m
 
 
+def m1_perfect(channel, a):
+    """The perfect-recovery bisection's predicate of z1^2 + sign(z1 z2 z3) at one alpha: m1 > 0.99."""
+    return bool(staircase_m1(channel, a) > 0.99)
+
+
 def staircase_later(channel, P1, *, alpha_hi, rtol, side_info, bisection):
     """Stage 2: z1 jumps to perfect recovery at alpha_perf (first order; bisection of the 1-D SE);
     then (z2, z3) given z1 is exactly the sign(z2 z3) channel: alpha_perp = 1 / lambda_max(F_sign2)
     (= pi^2/4). The (z2, z3) block is learned at max(alpha_perf, alpha_perp)."""
-    def perfect(a):
-        return staircase_m1(channel, a) > 0.99
-
     lo = 0.5
-    a_perf = bisect_alpha(perfect, lo, alpha_hi, max(rtol, 2e-3))
+    a_perf = bisect_alpha(lambda a: m1_perfect(channel, a), lo, alpha_hi, max(rtol, 2e-3))
     sign2 = SignZ1Z2()
     a_perp, _, _ = easy_threshold(sign2)
     a_perp_b = bisect_easy(sign2, 0.5, alpha_hi, rtol, side_info, guess=a_perp) if bisection else np.nan
@@ -331,54 +345,141 @@ def committee_lambda_perp(channel, m, n_gh=40):
     return tot
 
 
-def committee_specialisation(channel, *, alpha_hi=40.0, rtol=1e-3, bisection=True):
-    """alpha_spec: alpha lambda_perp(m_par(alpha)) = 1 (stability), and the SE bisection of the growth
-    of the perp block from the branch fixed point (quadrature SE, 3 x 3)."""
+def committee_stability(channel, alpha_hi=40.0):
+    """(alpha_spec by stability, the lower end 1 / lambda_perp(0) of its search): root of
+    alpha lambda_perp(m_par(alpha)) = 1 (brentq on [lo / 2, alpha_hi]; inf if none up to alpha_hi)."""
     def f(a):
         return a * committee_lambda_perp(channel, committee_branch_m(channel, a)) - 1.0
 
     lo = 1.0 / committee_lambda_perp(channel, 0.0)
     if f(alpha_hi) < 0:
-        a_s = np.inf
-    else:
-        a_s = optimize.brentq(f, 0.5 * lo, alpha_hi, xtol=1e-6, rtol=1e-8)
+        return np.inf, lo
+    return optimize.brentq(f, 0.5 * lo, alpha_hi, xtol=1e-6, rtol=1e-8), lo
+
+
+def committee_grows(channel, a, delta=1e-5, steps=3):
+    """The specialisation bisection's predicate at one alpha: SE on the permutation-invariant family
+    Q = m e e^T + delta Pp (closed under the SE map), from the branch fixed point m_par(a): learned iff
+    the perp block grows over `steps` steps. Rotated rule: 40 GH nodes along e (the branch rule), the
+    2-point rule (+-1, weight 1/4) in the perp plane, exact to O(delta) for the perp block (odd terms
+    cancel)."""
+    e = E_COMMITTEE
+    Pp = np.eye(3) - np.outer(e, e)
+    x, w = gauss_hermite(40)
+    F = np.linalg.svd(Pp)[0][:, :2]  # orthonormal basis of the perp plane
+    pm = np.array([1.0, -1.0])
+    nodes = [(xi, a1, a2, wi / 4) for xi, wi in zip(x, w) for a1 in pm for a2 in pm]
+    X3 = np.array([[n[0], n[1], n[2]] for n in nodes])
+    Wn = np.array([n[3] for n in nodes])
+    m = committee_branch_m(channel, a)
+    d = delta
+    tops = [d]
+    for _ in range(steps):
+        Q = m * np.outer(e, e) + d * Pp
+        V = np.eye(3) - Q
+        om = np.sqrt(m) * X3[:, :1] * e[None, :] + np.sqrt(d) * X3[:, 1:] @ F.T
+        Vi = np.linalg.inv(V)
+        Qh = np.zeros((3, 3))
+        for lab in channel.labels().astype(float):
+            logZ, mean, _ = channel.posterior(np.full(len(Wn), lab), om, V)
+            g = (mean - om) @ Vi.T
+            Qh += np.einsum("n,ni,nj->ij", Wn * np.exp(logZ), g, g)
+        Qh *= a
+        Qn = Qh @ np.linalg.inv(np.eye(3) + Qh)
+        m = float(e @ Qn @ e)
+        d = 0.5 * np.trace(Pp @ Qn @ Pp)
+        tops.append(d)
+    return bool(np.all(np.diff(tops) > 0))
+
+
+def committee_specialisation(channel, *, alpha_hi=40.0, rtol=1e-3, bisection=True):
+    """alpha_spec: alpha lambda_perp(m_par(alpha)) = 1 (stability), and the SE bisection of the growth
+    of the perp block from the branch fixed point (quadrature SE, 3 x 3)."""
+    a_s, lo = committee_stability(channel, alpha_hi)
     a_b = np.nan
     if bisection and np.isfinite(a_s):
-        e = E_COMMITTEE
-        Pp = np.eye(3) - np.outer(e, e)
-        expect = mse.Expectation(channel, "quadrature", n_gh=5)
-
-        x, w = gauss_hermite(40)
-        F = np.linalg.svd(Pp)[0][:, :2]  # orthonormal basis of the perp plane
-        pm = np.array([1.0, -1.0])
-        # rotated rule: 40 GH nodes along e (the branch rule), the 2-point rule (+-1, weight 1/4) in
-        # the perp plane, exact to O(delta) for the perp block (odd terms cancel)
-        nodes = [(xi, a1, a2, wi / 4) for xi, wi in zip(x, w) for a1 in pm for a2 in pm]
-        X3 = np.array([[n[0], n[1], n[2]] for n in nodes])
-        Wn = np.array([n[3] for n in nodes])
-
-        def grows(a, delta=1e-5, steps=3):
-            """SE on the permutation-invariant family Q = m e e^T + delta Pp (closed under the SE map),
-            from the branch fixed point m_par(a): learned iff the perp block grows over `steps` steps."""
-            m = committee_branch_m(channel, a)
-            d = delta
-            tops = [d]
-            for _ in range(steps):
-                Q = m * np.outer(e, e) + d * Pp
-                V = np.eye(3) - Q
-                om = np.sqrt(m) * X3[:, :1] * e[None, :] + np.sqrt(d) * X3[:, 1:] @ F.T
-                Vi = np.linalg.inv(V)
-                Qh = np.zeros((3, 3))
-                for lab in channel.labels().astype(float):
-                    logZ, mean, _ = channel.posterior(np.full(len(Wn), lab), om, V)
-                    g = (mean - om) @ Vi.T
-                    Qh += np.einsum("n,ni,nj->ij", Wn * np.exp(logZ), g, g)
-                Qh *= a
-                Qn = Qh @ np.linalg.inv(np.eye(3) + Qh)
-                m = float(e @ Qn @ e)
-                d = 0.5 * np.trace(Pp @ Qn @ Pp)
-                tops.append(d)
-            return bool(np.all(np.diff(tops) > 0))
-
-        a_b = bisect_alpha(grows, 0.5 * lo, alpha_hi, rtol, guess=a_s)
+        a_b = bisect_alpha(lambda a: committee_grows(channel, a), 0.5 * lo, alpha_hi, rtol, guess=a_s)
     return Stage(KIND_EASY, a_s, a_b, np.eye(3))
+
+
+# ---------------------------------------------------------------------------------------------
+# the staircase as a graph of tasks (threshold method version 2)
+def stage_work(channel, what, *, alpha=None, alpha_hi=20.0, side_info=1e-12):
+    """One work of a threshold point. "stability": every stability value of the staircase (the trivial
+    subspace; then the committee's specialisation root, or F's top eigenvalue and easy subspace, and for
+    z1^2 + sign(z1 z2 z3) the sign(z2 z3) threshold). A probe at `alpha`: "easy", "sign2" (the easy
+    bisection's predicate of the channel, of sign(z2 z3)), "m1" (z1's perfect recovery), "committee"
+    (growth of the perp block). The committee's branch solver warm-starts from its per-process cache, so
+    the works that use it start from an empty cache: a work's result does not depend on what ran before
+    it in the same process (version 1 warm-started the bisection from the stability root's evaluations;
+    the fixed points agree to the solver's tol, 1e-10)."""
+    if what in ("stability", "committee"):
+        _BRANCH_CACHE.clear()
+    if what == "easy":
+        return easy_learned(channel, alpha, side_info)
+    if what == "sign2":
+        return easy_learned(SignZ1Z2(), alpha, side_info)
+    if what == "m1":
+        return m1_perfect(channel, alpha)
+    if what == "committee":
+        return committee_grows(channel, alpha)
+    if what != "stability":
+        raise ValueError(f"unknown threshold work {what!r}")
+    P_T, _ = trivial_subspace(channel)
+    if np.trace(P_T) > 0.5:
+        out = {"trivial": P_T}
+        if channel.name == "committee3":
+            out["committee"] = committee_stability(channel, max(alpha_hi, 40.0))
+        return out
+    a_c, P_easy, _ = easy_threshold(channel)
+    out = {"trivial": None, "easy": (a_c, P_easy)}
+    if channel.name == "staircase" and np.isfinite(a_c):
+        out["a_perp"] = easy_threshold(SignZ1Z2())[0]
+    return out
+
+
+def staircase_route(channel, make, *, alpha_lo=0.05, alpha_hi=20.0, rtol=1e-3, side_info=1e-12, bisection=True,
+                    k=4):
+    """`staircase` as a route (core/search.py): the "stability" work, then the SE bisections side by
+    side, each a k-section (`section_search`) started, as `bisect_alpha` is, near its stability value
+    when there is one (probes at the guess and guess (1 + 5%), (1 - 5%), (1 + 10%)), with
+    bisect_alpha's ends (lo if learned at lo, inf if not at hi). `make(what, **kwargs)` -> (fn, kwargs)
+    of the work computing `stage_work(channel, what, **kwargs)`. Returns the list of `Stage`s."""
+    p = channel.p
+    st = yield from single(Work("stability", *make("stability", alpha_hi=alpha_hi)))
+
+    def search(what, lo, hi, tol, guess=None):
+        return section_search(what, lambda a: make(what, alpha=a, side_info=side_info), lo, hi, tol, k,
+                              guess=guess, true_at_lo=lo, false_at_hi=np.inf)
+
+    if st["trivial"] is not None:
+        stages = [Stage(KIND_TRIVIAL, 0.0, 0.0, st["trivial"])]
+        if "committee" in st:
+            a_s, lo = st["committee"]
+            a_b = np.nan
+            if bisection and np.isfinite(a_s):
+                a_b = (yield from search("committee", 0.5 * lo, max(alpha_hi, 40.0), rtol, guess=a_s))[0]
+            stages.append(Stage(KIND_EASY, a_s, a_b, np.eye(3)))
+        return stages
+    a_c, P_easy = st["easy"]
+    if not np.isfinite(a_c):
+        return [Stage(KIND_HARD, np.inf, np.inf, np.zeros((p, p)))]
+    can = bisection and not (channel.name == "norm2" and channel.p > 2)  # as `staircase`
+    routes = {}
+    if can:
+        routes["easy"] = search("easy", alpha_lo, alpha_hi, rtol, guess=a_c)
+    if channel.name == "staircase":
+        routes["m1"] = search("m1", 0.5, alpha_hi, max(rtol, 2e-3))
+        if bisection:
+            routes["sign2"] = search("sign2", 0.5, alpha_hi, rtol, guess=st["a_perp"])
+    found = dict(zip(routes, [value for value, _, _ in (yield from side_by_side(routes.values()))]))
+    stages = [Stage(KIND_EASY, a_c, found.get("easy", np.nan), P_easy)]
+    if channel.name == "staircase":
+        a_perf, a_perp = found["m1"], st["a_perp"]
+        a_perp_b = found.get("sign2", np.nan)
+        kind = KIND_EASY if a_perp > a_perf else KIND_FIRST_ORDER
+        stages += [Stage(KIND_FIRST_ORDER, a_perf, a_perf, P_easy),
+                   Stage(kind, max(a_perf, a_perp), max(a_perf, a_perp_b), np.eye(3))]
+    elif np.trace(P_easy) < p - 0.5:
+        stages.append(Stage(KIND_HARD, np.inf, np.inf, P_easy))
+    return stages

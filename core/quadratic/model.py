@@ -24,13 +24,14 @@ import math
 import numpy as np
 
 from seqphase.core.errors import ParameterError
-from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, SeededMethod, Variable
+from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, SeededMethod, Variable, Work, drive
 from seqphase.core.numerics import forward_fill
 from seqphase.core.quadratic import figures
 from seqphase.core.quadratic import gamp as gamp_mod
 from seqphase.core.quadratic import gd as gd_mod
 from seqphase.core.quadratic import se as se_mod
 from seqphase.core.quadratic import thresholds
+from seqphase.core.search import section_search, side_by_side, single
 
 _THRESHOLD_SETTINGS = {
     "mse_cut": Param("mse_cut", "float", "SE error (paper units) below which the bisection counts alpha as "
@@ -264,6 +265,30 @@ class ERMSE(Method):
         return figures.plot_erm_se(plt, ds, companions)
 
 
+def erm_search_work(what, kappa_star, kappa, delta, lam, alpha=None, cut=None):
+    """One work of an ERM threshold point: `what` = "interp-equation", "sr-equation" (the dedicated
+    equations), "interp-bracket", "sr-bracket" (a search's alpha bracket; None when the lam > 0 table
+    cannot be mapped onto alpha), "interp", "sr" (a probe: the search's predicate at alpha; None for an
+    interp probe that meets an SE curve that cannot be mapped, erm.ERMCurveError, which version 1 stored
+    as NaN too)."""
+    if what == "interp-equation":
+        return thresholds.alpha_interp_equation(kappa_star, kappa, delta)
+    if what == "sr-equation":
+        return thresholds.alpha_sr_statistical_dimension(kappa_star)[0]
+    if what == "sr-bracket":
+        return thresholds.sr_bracket(kappa_star)
+    if what == "sr":
+        return thresholds.sr_recovered(kappa_star, alpha, mse_cut=cut)
+    try:
+        if what == "interp-bracket":
+            return thresholds.interp_bracket(kappa_star, kappa, delta, lam)
+        if what == "interp":
+            return thresholds.interp_exceeded(kappa_star, kappa, delta, lam, alpha, train_cut=cut)
+    except erm_mod.ERMCurveError:
+        return None
+    raise ValueError(f"unknown ERM threshold work {what!r}")
+
+
 class ERMThreshold(Method):
     """alpha_interp(kappa_star, kappa, delta) (lam -> 0+) and the noiseless alpha_SR(kappa_star), two routes each."""
 
@@ -280,20 +305,41 @@ class ERMThreshold(Method):
             "alpha_sr_gap": Variable((), "f8", "relative gap of the two alpha_SR"),
         })
 
-    def run(self, params, settings, seed_sequence):
+    def tasks(self, params, settings, seed_sequence):
+        """The point as a graph (version 2): the two dedicated equations (one work each) and the two
+        searches side by side; a search is a bracket work (the SE table's alpha range) and then rounds of
+        k probes (`search.section_search`, one SE point at one alpha a probe)."""
         ks, kappa, delta = params["kappa_star"], params["kappa"], params["delta"]
-        eq = thresholds.alpha_interp_equation(ks, kappa, delta)
-        try:
-            bis = thresholds.alpha_interp_bisection(ks, kappa, delta, lam=settings["lam_small"],
-                                                    train_cut=settings["train_cut"], rtol=settings["rtol"])
-        except erm_mod.ERMCurveError:  # alpha rises along the curve (several SE points) or a fold not traced
-            bis = math.nan
-        sr_eq, _ = thresholds.alpha_sr_statistical_dimension(ks)
-        sr_bis = thresholds.alpha_sr_bisection(ks, mse_cut=settings["mse_cut"], rtol=settings["rtol"])
+        lam, k, rtol = settings["lam_small"], settings["k"], settings["rtol"]
+        common = {"kappa_star": ks, "kappa": kappa, "delta": delta, "lam": lam}
+
+        def interp():
+            bracket = yield from single(Work("interp-bracket", erm_search_work, dict(common, what="interp-bracket")))
+            if bracket is None:  # the table cannot be mapped onto alpha (erm.ERMCurveError)
+                return math.nan
+            value, _, _ = yield from section_search(
+                "interp", lambda a: (erm_search_work, dict(common, what="interp", alpha=a,
+                                                           cut=settings["train_cut"])),
+                bracket[0], bracket[1], rtol, k, false_at_hi=math.inf)
+            return value
+
+        def sr():
+            lo, hi = yield from single(Work("sr-bracket", erm_search_work, dict(common, what="sr-bracket")))
+            value, _, _ = yield from section_search(
+                "sr", lambda a: (erm_search_work, dict(common, what="sr", alpha=a, cut=settings["mse_cut"])),
+                lo, hi, rtol, k)
+            return value
+
+        eq, bis, sr_eq, sr_bis = yield from side_by_side([
+            single(Work("interp-equation", erm_search_work, dict(common, what="interp-equation"))), interp(),
+            single(Work("sr-equation", erm_search_work, dict(common, what="sr-equation"))), sr()])
         gap = 0.0 if eq == bis == math.inf else thresholds.relative_gap(eq, bis)
         return {"alpha_interp_equation": eq, "alpha_interp_bisection": bis, "alpha_interp_gap": gap,
                 "alpha_sr_equation": sr_eq, "alpha_sr_bisection": sr_bis,
                 "alpha_sr_gap": thresholds.relative_gap(sr_eq, sr_bis)}
+
+    def run(self, params, settings, seed_sequence):
+        return drive(self.tasks(params, settings, seed_sequence))
 
     def figure(self, plt, ds, companions):
         return figures.plot_erm_thresholds(plt, ds, companions)
@@ -310,7 +356,10 @@ _ERM_THRESHOLD_SETTINGS = {
                        "interpolating", 1e-9, low=0.0, high=1e-3),
     "mse_cut": Param("mse_cut", "float", "SE test error below which alpha counts as strongly recovered", 1e-6,
                      low=0.0, high=0.1),
-    "rtol": Param("rtol", "float", "relative width at which the bisections stop", 1e-7, low=0.0, high=0.1),
+    "rtol": Param("rtol", "float", "relative width at which the searches stop", 1e-7, low=0.0, high=0.1),
+    "k": Param("k", "int", "probes a round of each search (a k-section: the bracket shrinks by k + 1 a round; "
+               "not the number of workers, so results do not depend on the cluster)", 4, low=2, high=64,
+               low_inclusive=True),
 }
 
 from seqphase.core.quadratic import erm_training  # noqa: E402
@@ -397,8 +446,9 @@ class QuadraticERMModel(Model):
             },
             methods={
                 "se": ERMSE(_ERM_SE_SETTINGS, version=1, doc="ERM state evolution (xi-continuation, spec §2)"),
-                "threshold": ERMThreshold(_ERM_THRESHOLD_SETTINGS, version=1,
-                                          doc="alpha_interp and alpha_SR, dedicated equation and bisection",
+                "threshold": ERMThreshold(_ERM_THRESHOLD_SETTINGS, version=2,
+                                          doc="alpha_interp and alpha_SR, dedicated equation and bisection (v2: "
+                                              "a graph of tasks, the bisections as k-sections of probes)",
                                           excludes=("alpha", "lam")),
                 "experiment": ERMExperiment(_ERM_EXPERIMENT_SETTINGS, version=1,
                                             doc="finite-d L-BFGS-B training over seeds against the SE"),

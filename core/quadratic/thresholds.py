@@ -96,14 +96,20 @@ def alpha_sr_statistical_dimension(kappa_star):
 
 def alpha_sr_bisection(kappa_star, *, mse_cut=1e-6, rtol=1e-9):
     """Smallest alpha with noiseless lam -> 0+ SE test error (S' units) < mse_cut, convex student (kappa = 2)."""
+    lo, hi = sr_bracket(kappa_star)
+    return bisect_monotone(lambda alpha: sr_recovered(kappa_star, alpha, mse_cut=mse_cut), lo, hi, rtol)
+
+
+def sr_bracket(kappa_star):
+    """The alpha bracket of the alpha_SR search: [1.01 x the lowest alpha of the SE table, 1]."""
     k = _erm.check_positive(kappa_star, "kappa_star", "the teacher width ratio m*/d")
-    curve = _erm.erm_curve(k, 2.0, 0.0, 0.0)
+    return 1.01 * _erm.erm_curve(k, 2.0, 0.0, 0.0).alpha_range()[0], 1.0
 
-    def recovered(alpha):
-        return curve.at_alpha(alpha).test_error < mse_cut
 
-    lo = 1.01 * curve.alpha_range()[0]
-    return bisect_monotone(recovered, lo, 1.0, rtol)
+def sr_recovered(kappa_star, alpha, *, mse_cut=1e-6):
+    """The alpha_SR search's predicate at one alpha (one probe): noiseless lam -> 0+ SE error < mse_cut."""
+    k = _erm.check_positive(kappa_star, "kappa_star", "the teacher width ratio m*/d")
+    return bool(_erm.erm_curve(k, 2.0, 0.0, 0.0).at_alpha(alpha).test_error < mse_cut)
 
 
 def interpolation_criterion(curve, xi):
@@ -141,13 +147,25 @@ def alpha_interp_bisection(kappa_star, kappa, delta, *, lam=1e-7, train_cut=1e-9
     grows like (alpha - alpha_interp)^2 (the residual ~ 1 - J/alpha). Interpolating points count as such while
     q > lam sqrt(alpha xi / train_cut) (3e-3 at the defaults). Near alpha_interp with label noise the
     xi-continuation folds (the test-error peak); erm.ERMCurve.at_alpha then solves on the traced fold (erm.Fold)."""
-    curve = _erm.erm_curve(float(kappa_star), float(kappa), float(delta), float(lam))
+    lo, hi = interp_bracket(kappa_star, kappa, delta, lam, alpha_max=alpha_max)
 
     def not_interpolating(alpha):
-        return curve.at_alpha(alpha).train_loss > train_cut
+        return interp_exceeded(kappa_star, kappa, delta, lam, alpha, train_cut=train_cut)
 
-    lo = 1.01 * curve.alpha_range()[0]
-    hi = min(alpha_max, 0.99 * curve.alpha_range()[1])
     if not not_interpolating(hi):
         return math.inf
     return bisect_monotone(not_interpolating, lo, hi, rtol)
+
+
+def interp_bracket(kappa_star, kappa, delta, lam, *, alpha_max=5.0):
+    """The alpha bracket of the alpha_interp search: [1.01 x the lowest alpha of the SE table at weight
+    decay lam, min(alpha_max, 0.99 x its highest)] (raises erm.ERMCurveError when the table cannot be
+    mapped onto alpha)."""
+    curve = _erm.erm_curve(float(kappa_star), float(kappa), float(delta), float(lam))
+    return 1.01 * curve.alpha_range()[0], min(alpha_max, 0.99 * curve.alpha_range()[1])
+
+
+def interp_exceeded(kappa_star, kappa, delta, lam, alpha, *, train_cut=1e-9):
+    """The alpha_interp search's predicate at one alpha (one probe): SE training loss > train_cut."""
+    curve = _erm.erm_curve(float(kappa_star), float(kappa), float(delta), float(lam))
+    return bool(curve.at_alpha(alpha).train_loss > train_cut)

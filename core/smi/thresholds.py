@@ -50,6 +50,7 @@ import numpy as np
 
 from seqphase.core.models import Work, children, drive
 from seqphase.core.numerics import sym
+from seqphase.core.search import start_all
 from seqphase.core.smi import se
 from seqphase.core.smi.channels import AttentionChannel
 
@@ -258,13 +259,7 @@ def parallel(processes):
     passes of all processes still running go out as one list (so they are computed together), and each
     process gets back the sums of its own; returns the processes' return values, in order."""
     processes = list(processes)
-    values = [None] * len(processes)
-    asks = {}
-    for i, process in enumerate(processes):
-        try:
-            asks[i] = next(process)
-        except StopIteration as stop:
-            values[i] = stop.value
+    asks, values = start_all(processes)
     while asks:
         order = list(asks.items())
         answers = yield [pas for _, passes in order for pas in passes]
