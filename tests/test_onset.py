@@ -116,3 +116,18 @@ def test_glm_onset_runs_as_works_and_equals_the_serial_run(tmp_path, client):
     for name in ("alpha_gamp", "alpha_gamp_se", "alpha_gamp_d", "alpha_overlap", "alpha_n_iter"):
         assert np.array_equal(group.read(name)[group.index_of(point)], expected[name]), name
     assert np.all(np.isfinite(expected["alpha_gamp_d"])) and expected["alpha_gamp_se"] > 0
+
+
+def test_sizes_is_a_list_on_the_command_line_and_one_size_is_refused(tmp_path, capsys):
+    from seqphase.cli import main
+    from seqphase.sweeps.spec import load_sweep
+
+    sweep = load_sweep("smi-thresholds-gamp", overrides=["sizes=200,400", "skip=1.0"])
+    assert sweep.settings["sizes"] == [200, 400] and not sweep.setting_axes  # a list, never a grid axis
+    store = tmp_path / "s.zarr"
+    assert main(["run", "smi-thresholds-gamp", "--set", "sizes=500", "--store", str(store)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "method.sizes" in err[0] and "at least two sizes" in err[0]
+    assert main(["run", "smi-thresholds-gamp", "--set", "alpha1_lo=1.2", "--store", str(store)]) == 2
+    assert "alpha1_lo" in capsys.readouterr().err
+    assert not store.exists()
