@@ -81,21 +81,24 @@ def _emap(t, rho, B):
 
 @njit(cache=True)
 def _tmap(e, rho, B):
-    """Inverse of `_emap` (monotone, odd) by Newton steps safeguarded by bisection."""
+    """Inverse of `_emap` (monotone, odd) by Newton steps safeguarded by bisection. Returns the t whose
+    residual met the tolerance (until commit b1eb086 the loop moved t once more before stopping: after an
+    exact hit, f = 0, to the bisection midpoint, so the strip box's lower end in e could land anywhere
+    between the target and the centre: e.g. -2.70 for a target of -6.0, mass lost beyond it)."""
     lo = -abs(e) - 2.0 * B * math.log(4.0 / rho) - 1.0
     hi = -lo
     t = e
     for _ in range(200):
         f, d = _emap(t, rho, B)
         f -= e
+        if abs(f) < 1e-13 * (1.0 + abs(e)) or hi - lo < 1e-14:
+            break
         if f > 0:
             hi = t
         else:
             lo = t
         step = t - f / d
         t = step if lo < step < hi else 0.5 * (lo + hi)
-        if abs(f) < 1e-13 * (1.0 + abs(e)) or hi - lo < 1e-14:
-            break
     return t
 
 

@@ -219,3 +219,20 @@ def test_small_skip_posterior_at_gamp_cavities(c):
             om = np.sqrt(1 - np.diag(V))[:, None] * rng.standard_normal((2, 2))
             z = om + np.sqrt(np.diag(V))[:, None] * rng.standard_normal((2, 2))
             _assert_matches_dense_strip(ch, om, z, V, c, 4)
+
+
+def test_strip_map_inverse_hits_its_target():
+    """`posterior._tmap` inverts `_emap` (the strip box's ends in t): e(t(e)) = e within 1e-9 over targets
+    spanning the boxes of V11 in [0.3, 1] and c in [1e-4, 0.3] (it once returned a bisection midpoint after
+    an exact Newton hit: e = -6.0 came back as -2.70 at c = 1e-4, V11 = 0.93, truncating the box)."""
+    from seqphase.core.smi.posterior import RHO_MAX, _emap, _tmap, strip_map
+
+    for c in (1e-4, 0.01, 0.1, 0.3):
+        for v11 in (0.3, 0.6, 0.9257394438186104, 1.0):
+            rho, B = strip_map(c, np.sqrt(v11), 40)
+            if rho >= RHO_MAX:
+                continue  # the plain grid: no strip map
+            for e in np.linspace(-11.0, 11.0, 441):
+                assert abs(_emap(_tmap(e, rho, B), rho, B)[0] - e) < 1e-9, (c, v11, e)
+    rho, B = strip_map(1e-4, np.sqrt(0.9257394438186104), 40)
+    assert abs(_emap(_tmap(-6.0, rho, B), rho, B)[0] + 6.0) < 1e-9
