@@ -44,16 +44,21 @@ class Resolution:
     """Grid settings of the posterior: level-0 points per axis, target effective number of cells, and
     the zoom depth. Measured against a dense grid: g_out within 0.5% for V22 >= 0.02 (tests/smi); against
     a grid twice as fine at V22 = 1e-3: median 1e-5, worst of 400 samples 2% (docs/smi.md). Skips below
-    ~0.4 use strip coordinates and `neff_strip` (`posterior.strip_map`)."""
+    ~0.4 use strip coordinates (`posterior.strip_map`) and the acceptance rule of `neff_strip`, `tol_strip`."""
 
     n0: int = 40
     neff: float = 30.0
     max_level: int = 6
-    # small skips (strip coordinates, `posterior.strip_map`): with 30 (or 100) effective cells the grid
+    # small skips (strip coordinates, `posterior.strip_map`): with 30 (or 100) effective cells alone the grid
     # accepted under-resolved posteriors (c = 0.01, 30 model draws at Q = diag(0, 0.9): worst error of g or
-    # dg 6% with 30, 2.4% with 100, 3e-4 with 300, against a 2000^2 grid; docs/smi.md). With 300, at c = 1e-4
-    # about 1 draw in 32 is off by 1.2-1.3% (median 1e-5); c >= 0.01 within 4e-4 (32 draws per Q, docs/smi.md)
-    neff_strip: float = 300.0
+    # dg 6% with 30, 2.4% with 100, 3e-4 with 300, against a 2000^2 grid; docs/smi.md). 300 effective cells
+    # (until commit b1eb086; neff_strip = 300, tol_strip = 0 restore it) were almost never reached by a
+    # level-0 grid: 3-5 grids a sample. Now: 30 effective cells and the local error estimate of
+    # `posterior._roughness` <= tol_strip of the total weight (docs/smi.md "Acceptance by a local error
+    # estimate": 288 samples against the dense grid, the worst error of g per skip no larger than the
+    # 300-cell rule's except at c = 0.1, 2.8e-4 against 1e-9; 4-7x fewer cells at c = 0.1)
+    neff_strip: float = 30.0
+    tol_strip: float = 1e-4
 
 
 @dataclass(frozen=True)
@@ -135,8 +140,8 @@ class AttentionChannel(Channel):
         if self.depth == 2:
             sd1 = float(np.sqrt(V[0, 0]))
             rho, B = strip_map(self.skip, sd1, r.n0)
-            neff = r.neff if rho >= RHO_MAX else r.neff_strip
-            logZ, mean, second = posterior_2layer(u, omega, np.linalg.inv(V), sd1, self.skip, r.n0, neff,
+            neff, tol = (r.neff, 0.0) if rho >= RHO_MAX else (r.neff_strip, r.tol_strip)
+            logZ, mean, second = posterior_2layer(u, omega, np.linalg.inv(V), sd1, self.skip, r.n0, neff, tol,
                                                   r.max_level, rho, B)
         else:
             logZ, mean, second, _ = posterior_3layer(u, omega, np.ascontiguousarray(0.5 * (V + V.T)), self.skip,
@@ -145,7 +150,8 @@ class AttentionChannel(Channel):
 
     def strip_coordinates(self, v11):
         """True when the 2-layer posterior grids z1 in strip coordinates at this skip and V11 = v11 (small
-        skips: 2-6 ms a sample against ~0.1 ms on the plain grid, docs/smi.md), as `posterior` decides."""
+        skips: 0.2-3 ms a sample against ~0.1 ms on the plain grid, docs/benchmarks.md), as `posterior`
+        decides."""
         rho, _ = strip_map(self.skip, float(np.sqrt(v11)), self.resolution.n0)
         return self.depth == 2 and rho < RHO_MAX
 

@@ -370,15 +370,19 @@ class SMIModel(Model):
                 "depth": Param("depth", "choice", "number of attention layers (3: se only)", 2, choices=(2, 3)),
             },
             methods={
-                "se": SE(_SE, version=4, doc="Bayes-optimal SE, plug-in and Bayes errors (v3: coarse-to-fine "
-                                             "transient; v4: small-skip posterior, channels.py)"),
-                "gamp": GAMP(_GAMP, version=2, doc="GAMP at finite d, damping-consistent Onsager term "
-                                                 "(v2: small-skip posterior)"),
-                "threshold": Threshold(_THR, version=6, doc="alpha_2 and alpha_1, stability and SE-map growth rate "
+                "se": SE(_SE, version=5, doc="Bayes-optimal SE, plug-in and Bayes errors (v3: coarse-to-fine "
+                                             "transient; v4: small-skip posterior, channels.py; v5: small-skip "
+                                             "grid accepted by a local error estimate, strip box end fixed)"),
+                "gamp": GAMP(_GAMP, version=3, doc="GAMP at finite d, damping-consistent Onsager term "
+                                                 "(v2: small-skip posterior; v3: small-skip grid accepted by a "
+                                                 "local error estimate, strip box end fixed)"),
+                "threshold": Threshold(_THR, version=7, doc="alpha_2 and alpha_1, stability and SE-map growth rate "
                                        "(v3: two-stage K11 root, walking bisection bracket; v4: small-skip "
                                        "posterior; v5: both routes on one point set, growth-rate rule, "
                                        "layer-2 curve parametrised by q; v6: a graph of works: Monte Carlo "
-                                       "blocks, routes side by side, searches in rounds of k probes)",
+                                       "blocks, routes side by side, searches in rounds of k probes; v7: "
+                                       "small-skip grid accepted by a local error estimate, strip box end "
+                                       "fixed)",
                                        excludes=("alpha",)),
                 "onset": Onset(_ONSET, version=1, doc="alpha_2 and alpha_1 by GAMP at several sizes d, "
                                "extrapolated d -> infinity", excludes=("alpha",)),

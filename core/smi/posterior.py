@@ -17,7 +17,13 @@ express without evaluating the finest grid everywhere):
    G = 40, docs/smi.md). There the grid axes are (m, t), m = (z1_0 + z1_1)/2 and e = e(t) graded
    geometrically from cells of sqrt(c)/4 on the strip to the plain step far from it (`strip_map`,
    `_emap`), G x (G + ~30-45) cells;
-2. if the grid resolves the posterior (effective number of cells (sum w)^2 / sum w^2 >= `neff`), done;
+2. if the grid resolves the posterior, done: on the plain grid when the effective number of cells
+   (sum w)^2 / sum w^2 is >= `neff` (30); in strip coordinates when it is >= `neff` (30) AND the local
+   error estimate of `_roughness` (each cell's weight times the midpoint rule's error on a Gaussian of
+   the curvature that the log-weight's second differences show there) is <= `tol` (1e-4) of the total
+   weight (until commit b1eb086: 300 effective cells, which almost no level-0 grid reached at small
+   skips, so almost every sample was zoomed 2-4 times; docs/smi.md "Acceptance by a local error
+   estimate");
 3. otherwise the mass sits in narrow peaks (small V22 late in the SE: z2 nearly known pins S(z1), hence
    z1 up to its sign, so there are at most two peaks, +-z1*). The cells holding mass (weight > 1e-13 of
    the peak) are split by the half-plane z1 . z1_argmax >= 0 into at most two boxes (merged if they
@@ -40,6 +46,7 @@ from numba import njit
 
 BOX_SIGMAS = 6.5
 MASS_CUT = 1e-13
+ROUGH_CUT = 1e-12  # `_roughness` skips cells lighter than this fraction of the peak
 RHO_MAX = 0.5  # strip coordinates only for rho < RHO_MAX (`_emap` needs rho < 1/2); else the plain grid
 
 
@@ -74,21 +81,24 @@ def _emap(t, rho, B):
 
 @njit(cache=True)
 def _tmap(e, rho, B):
-    """Inverse of `_emap` (monotone, odd) by Newton steps safeguarded by bisection."""
+    """Inverse of `_emap` (monotone, odd) by Newton steps safeguarded by bisection. Returns the t whose
+    residual met the tolerance (until commit b1eb086 the loop moved t once more before stopping: after an
+    exact hit, f = 0, to the bisection midpoint, so the strip box's lower end in e could land anywhere
+    between the target and the centre: e.g. -2.70 for a target of -6.0, mass lost beyond it)."""
     lo = -abs(e) - 2.0 * B * math.log(4.0 / rho) - 1.0
     hi = -lo
     t = e
     for _ in range(200):
         f, d = _emap(t, rho, B)
         f -= e
+        if abs(f) < 1e-13 * (1.0 + abs(e)) or hi - lo < 1e-14:
+            break
         if f > 0:
             hi = t
         else:
             lo = t
         step = t - f / d
         t = step if lo < step < hi else 0.5 * (lo + hi)
-        if abs(f) < 1e-13 * (1.0 + abs(e)) or hi - lo < 1e-14:
-            break
     return t
 
 
@@ -144,9 +154,37 @@ def _fill(buf, zb, xb, lo0, lo1, h0, h1, na, nb, u0, u1, om, P, c, rho, B):
 
 
 @njit(cache=True)
+def _roughness(buf, na, nb, top):
+    """A local estimate of the midpoint rule's error on the log-weights in buf (read before `_weigh`
+    overwrites them), in units of the peak weight: at a cell where the log-weight's second difference
+    (the largest of the two axes' and the mixed one, in grid units) is k, the weight looks locally like a
+    Gaussian of sd 1/sqrt(k) cells, on which the midpoint rule errs by ~2 exp(-2 pi^2 / k) (relative: 5e-9
+    at k = 1, 1.4e-2 at k = 4); the estimate sums these errors times the cells' weights over the interior
+    cells with weight >= ROUGH_CUT of the peak, both sheets. Compared with the total weight by the caller."""
+    lcut = top + math.log(ROUGH_CUT)
+    bad = 0.0
+    for s in range(2):
+        for i in range(1, na - 1):
+            for j in range(1, nb - 1):
+                lw = buf[i, j, s]
+                if not lw >= lcut:
+                    continue
+                k = max(abs(buf[i + 1, j, s] - 2.0 * lw + buf[i - 1, j, s]),
+                        abs(buf[i, j + 1, s] - 2.0 * lw + buf[i, j - 1, s]),
+                        0.25 * abs(buf[i + 1, j + 1, s] - buf[i + 1, j - 1, s] - buf[i - 1, j + 1, s]
+                                   + buf[i - 1, j - 1, s]))
+                if not k < 1e300:
+                    return np.inf
+                if k > 0.5:  # below: an error < 1e-17 of the cell's weight
+                    bad += 2.0 * math.exp(lw - top - 2.0 * math.pi * math.pi / k)
+    return bad
+
+
+@njit(cache=True)
 def _weigh(buf, na, nb, top):
     """Turn the log-weights into weights relative to the peak, in place (each exp is taken once and
-    reused by `_accumulate` and `_mass_box`); returns the effective number of cells (sum w)^2 / sum w^2."""
+    reused by `_accumulate` and `_mass_box`); returns the effective number of cells (sum w)^2 / sum w^2
+    and the total weight sum w."""
     s1 = 0.0
     s2 = 0.0
     for i in range(na):
@@ -158,7 +196,7 @@ def _weigh(buf, na, nb, top):
             w = w0 + w1
             s1 += w
             s2 += w * w
-    return s1 * s1 / s2 if s2 > 0 else 0.0
+    return (s1 * s1 / s2 if s2 > 0 else 0.0), s1
 
 
 @njit(cache=True)
@@ -253,14 +291,16 @@ def _mass_box(buf, xb, lo0, lo1, h0, h1, na, nb, side0, side1, which):
 
 
 @njit(cache=True)
-def _refine(acc, buf, zb, xb, box, u0, u1, om, P, c, rho, B, n0, n_max, neff, max_level):
+def _refine(acc, buf, zb, xb, box, u0, u1, om, P, c, rho, B, n0, n_max, neff, tol, max_level):
     lo0, hi0, lo1, hi1 = box[0], box[1], box[2], box[3]
     n = n0
     for level in range(max_level):
         h0 = (hi0 - lo0) / n
         h1 = (hi1 - lo1) / n
         top = _fill(buf, zb, xb, lo0, lo1, h0, h1, n, n, u0, u1, om, P, c, rho, B)
-        if _weigh(buf, n, n, top) >= neff or level == max_level - 1:
+        bad = _roughness(buf, n, n, top) if tol > 0.0 else 0.0
+        ne, tot = _weigh(buf, n, n, top)
+        if (ne >= neff and bad <= tol * tot) or level == max_level - 1:
             _accumulate(acc, buf, zb, xb, h0, h1, n, n, top)
             return
         found, a0, b0, a1, b1 = _mass_box(buf, xb, lo0, lo1, h0, h1, n, n, 0.0, 0.0, 0)
@@ -282,7 +322,7 @@ def strip_map(c, sd1, n0):
 
 
 @njit(cache=True)
-def posterior_2layer(u, om, P, sd1, c, n0, neff, max_level, rho, B):
+def posterior_2layer(u, om, P, sd1, c, n0, neff, tol, max_level, rho, B):
     """log Z (N,), mean (N, 4), second moments (N, 4, 4) of the 2-layer T = 2 posterior; (rho, B) from
     `strip_map` (rho >= RHO_MAX: plain grid)."""
     N = u.shape[0]
@@ -317,7 +357,9 @@ def posterior_2layer(u, om, P, sd1, c, n0, neff, max_level, rho, B):
             nb = n0
             h1 = h
         top = _fill(buf, zb, xb, lo0, lo1, h, h1, n0, nb, u0, u1, o, P, c, rho, B)
-        if _weigh(buf, n0, nb, top) >= neff:
+        bad = _roughness(buf, n0, nb, top) if tol > 0.0 else 0.0
+        ne, tot = _weigh(buf, n0, nb, top)
+        if ne >= neff and bad <= tol * tot:
             _accumulate(acc, buf, zb, xb, h, h1, n0, nb, top)
         else:
             # the peak cell and its half-plane; the mirror peak -z1* (if any) lies in the other one
@@ -337,10 +379,10 @@ def posterior_2layer(u, om, P, sd1, c, n0, neff, max_level, rho, B):
             if overlap:
                 a0, b0, a1, b1 = min(a0, c0), max(b0, d0), min(a1, c1), max(b1, d1)
             box[0], box[1], box[2], box[3] = a0, b0, a1, b1
-            _refine(acc, buf, zb, xb, box, u0, u1, o, P, c, rho, B, n0, n_max, neff, max_level)
+            _refine(acc, buf, zb, xb, box, u0, u1, o, P, c, rho, B, n0, n_max, neff, tol, max_level)
             if fb and not overlap:
                 box[0], box[1], box[2], box[3] = c0, d0, c1, d1
-                _refine(acc, buf, zb, xb, box, u0, u1, o, P, c, rho, B, n0, n_max, neff, max_level)
+                _refine(acc, buf, zb, xb, box, u0, u1, o, P, c, rho, B, n0, n_max, neff, tol, max_level)
         logZ[k] = acc[0] + math.log(acc[1])
         for a in range(4):
             mean[k, a] = acc[2 + a] / acc[1]

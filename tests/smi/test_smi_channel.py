@@ -165,11 +165,74 @@ def test_small_skip_posterior_resolves_the_singular_strip(c):
         om = np.zeros((2, 2))
         om[1] = np.sqrt(0.9) * rng.standard_normal(2)
         z = om + np.sqrt(np.diag(V))[:, None] * rng.standard_normal((2, 2))
-        u = ch.labels_of_z(z[None])
-        _, mean, second = ch.posterior(u, om[None], V)
-        m = mean.reshape(-1)
-        cov = second[0] - np.outer(m, m)
-        mean_ref, cov_ref = _dense_strip(u[0], om, V, c)
-        g, g_ref = np.linalg.inv(V) @ (m.reshape(2, 2) - om), np.linalg.inv(V) @ (mean_ref.reshape(2, 2) - om)
-        assert np.abs(g - g_ref).max() < 1e-3 * np.abs(g_ref).max(), (g, g_ref)
-        assert np.abs(cov[:2, :2] - cov_ref[:2, :2]).max() < 1e-3 * np.abs(cov_ref[:2, :2]).max()
+        _assert_matches_dense_strip(ch, om, z, V, c, 2)
+
+
+def _assert_matches_dense_strip(ch, om, z, V, c, block):
+    """The channel's posterior for the label of z against `_dense_strip`: g and the leading block x block
+    of the posterior covariance within 1e-3 of their largest entry."""
+    u = ch.labels_of_z(z[None])
+    _, mean, second = ch.posterior(u, om[None], V)
+    m = mean.reshape(-1)
+    cov = (second[0] - np.outer(m, m))[:block, :block]
+    mean_ref, cov_ref = _dense_strip(u[0], om, V, c)
+    cov_ref = cov_ref[:block, :block]
+    g, g_ref = np.linalg.inv(V) @ (m.reshape(2, 2) - om), np.linalg.inv(V) @ (mean_ref.reshape(2, 2) - om)
+    assert np.abs(g - g_ref).max() < 1e-3 * np.abs(g_ref).max(), (g, g_ref)
+    assert np.abs(cov - cov_ref).max() < 1e-3 * np.abs(cov_ref).max()
+
+
+def test_roughness_estimate_matches_the_midpoint_error_on_a_gaussian():
+    """`posterior._roughness` models each cell as a Gaussian of the curvature its second differences show and
+    charges it the midpoint rule's error on that Gaussian, 2 exp(-2 pi^2 s^2) per axis (Poisson summation, s
+    the sd in cells). On an isotropic Gaussian centred on a cell the true relative error of the summed weight
+    against the exact integral 2 pi s^2 is 2 x 2 exp(-2 pi^2 s^2) to leading order (two axes), so the estimate
+    (one axis' worth per cell) must be half of it; and it must grow as s shrinks (narrow peaks refine)."""
+    from seqphase.core.smi.posterior import _roughness, _weigh
+
+    n = 41
+    ests = []
+    for s in (0.45, 0.55, 0.7):
+        i = np.arange(n) - n // 2
+        lw = -(i[:, None] ** 2 + i[None, :] ** 2) / (2 * s * s)
+        buf = np.stack([lw, lw], -1)
+        bad = _roughness(buf, n, n, 0.0)
+        _, tot = _weigh(buf, n, n, 0.0)
+        true = abs(tot / 2 - 2 * np.pi * s * s) / (2 * np.pi * s * s)
+        assert 0.4 < (bad / tot) / true < 0.6, (s, bad / tot, true)
+        ests.append(bad / tot)
+    assert ests[0] > ests[1] > ests[2]
+
+
+@pytest.mark.parametrize("c", [0.01, 1e-4])
+def test_small_skip_posterior_at_gamp_cavities(c):
+    """The strip-coordinate grid and its acceptance rule (30 effective cells and the local error estimate
+    <= 1e-4 of the weight) on the cavities GAMP meets at small skips (d = 1000, alpha = 0.9: V ~ I early,
+    V ~ diag(0.6, 0.1) after 30 iterations), labels from the model with omega drawn at the matching
+    overlap: g and the full posterior covariance within 1e-3 of their largest entry against the
+    independently graded dense grid (`_dense_strip`, 1000^2)."""
+    ch = AttentionChannel(2, c)
+    rng = np.random.default_rng(11)
+    for v11, v22 in ((0.95, 0.65), (0.6, 0.1)):
+        V = np.diag([v11, v22])
+        for _ in range(2):
+            om = np.sqrt(1 - np.diag(V))[:, None] * rng.standard_normal((2, 2))
+            z = om + np.sqrt(np.diag(V))[:, None] * rng.standard_normal((2, 2))
+            _assert_matches_dense_strip(ch, om, z, V, c, 4)
+
+
+def test_strip_map_inverse_hits_its_target():
+    """`posterior._tmap` inverts `_emap` (the strip box's ends in t): e(t(e)) = e within 1e-9 over targets
+    spanning the boxes of V11 in [0.3, 1] and c in [1e-4, 0.3] (it once returned a bisection midpoint after
+    an exact Newton hit: e = -6.0 came back as -2.70 at c = 1e-4, V11 = 0.93, truncating the box)."""
+    from seqphase.core.smi.posterior import RHO_MAX, _emap, _tmap, strip_map
+
+    for c in (1e-4, 0.01, 0.1, 0.3):
+        for v11 in (0.3, 0.6, 0.9257394438186104, 1.0):
+            rho, B = strip_map(c, np.sqrt(v11), 40)
+            if rho >= RHO_MAX:
+                continue  # the plain grid: no strip map
+            for e in np.linspace(-11.0, 11.0, 441):
+                assert abs(_emap(_tmap(e, rho, B), rho, B)[0] - e) < 1e-9, (c, v11, e)
+    rho, B = strip_map(1e-4, np.sqrt(0.9257394438186104), 40)
+    assert abs(_emap(_tmap(-6.0, rho, B), rho, B)[0] + 6.0) < 1e-9
