@@ -42,7 +42,7 @@ REDUCED = {
     "smi-2layer-gamp": ["alpha=0.5,1.2"],
     "smi-2layer-se": ["alpha=0.1,0.5,0.9,1.3"],
     "smi-3layer-se": ["alpha=1.5"],
-    "smi-thresholds": ["skip=1.0"],
+    "smi-thresholds": ["skip=0.0001,1.0"],
     "multiindex-gamp": ["channel=z1z2", "alpha=1.0,3.0"],
     "aim-gamp": ["channel=softmax", "alpha=0.1,0.5"],
     "aim-gamp-tokens": ["T=4", "alpha=0.012,0.02"],
