@@ -37,6 +37,7 @@ from seqphase.core.errors import ParameterError
 from seqphase.core.smi import link
 from seqphase.core.smi.posterior import RHO_MAX, posterior_2layer, strip_map
 from seqphase.core.smi.posterior3 import posterior_3layer, sobol_normals
+from seqphase.core.smi.posterior_z2 import posterior_2layer_z2
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,14 @@ class Resolution:
     # dg 6% with 30, 2.4% with 100, 3e-4 with 300, against a 2000^2 grid; docs/smi.md). With 300, at c = 1e-4
     # about 1 draw in 32 is off by 1.2-1.3% (median 1e-5); c >= 0.01 within 4e-4 (32 draws per Q, docs/smi.md)
     neff_strip: float = 300.0
+    # narrow last-layer cavity: V22 < z2_ratio V11, V22 < z2_max and V11 >= z2_v11_min integrate over z2
+    # instead of z1 (`posterior_z2.py`; the z1 grid misses curved ridges there; with V11 small too, z1 is
+    # pinned by its own prior and the z1 grid is right while the z2 chart is not; docs/smi.md "The noiseless
+    # limit"); z2_ratio = 0 turns the z2 chart off
+    z2_ratio: float = 0.01
+    z2_max: float = 1e-3
+    z2_v11_min: float = 0.02
+    neff_z2: float = 100.0
 
 
 @dataclass(frozen=True)
@@ -136,12 +145,28 @@ class AttentionChannel(Channel):
             sd1 = float(np.sqrt(V[0, 0]))
             rho, B = strip_map(self.skip, sd1, r.n0)
             neff = r.neff if rho >= RHO_MAX else r.neff_strip
-            logZ, mean, second = posterior_2layer(u, omega, np.linalg.inv(V), sd1, self.skip, r.n0, neff,
-                                                  r.max_level, rho, B)
+            P = np.linalg.inv(V)
+            z1_chart = lambda rows: posterior_2layer(u[rows], omega[rows], P, sd1, self.skip, r.n0, neff, r.max_level,
+                                                     rho, B)
+            if self.uses_z2_chart(V):
+                logZ, mean, second = posterior_2layer_z2(u, omega, P, float(np.sqrt(V[1, 1])), self.skip, r.n0,
+                                                         r.neff_z2, r.max_level)
+                bad = np.isnan(logZ)
+                if bad.any():  # no feasible z2 cell (z1 at the fold): the z1 chart
+                    logZ[bad], mean[bad], second[bad] = z1_chart(bad)
+            else:
+                logZ, mean, second = z1_chart(slice(None))
         else:
             logZ, mean, second, _ = posterior_3layer(u, omega, np.ascontiguousarray(0.5 * (V + V.T)), self.skip,
                                                      self._points, r.lam_prior, r.lam_band, r.lam_sheet, r.band)
         return logZ, mean.reshape(-1, self.p, self.T), second
+
+    def uses_z2_chart(self, V):
+        """True when the 2-layer posterior integrates over z2 (`posterior_z2.py`): a last-layer cavity
+        narrow against the first layer's: V22 < z2_ratio V11, V22 < z2_max and V11 >= z2_v11_min."""
+        r = self.resolution
+        return (self.depth == 2 and V[1, 1] < r.z2_ratio * V[0, 0] and V[1, 1] < r.z2_max
+                and V[0, 0] >= r.z2_v11_min)
 
     def strip_coordinates(self, v11):
         """True when the 2-layer posterior grids z1 in strip coordinates at this skip and V11 = v11 (small
