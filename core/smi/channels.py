@@ -45,7 +45,10 @@ class Resolution:
     """Grid settings of the posterior: level-0 points per axis, target effective number of cells, and
     the zoom depth. Measured against a dense grid: g_out within 0.5% for V22 >= 0.02 (tests/smi); against
     a grid twice as fine at V22 = 1e-3: median 1e-5, worst of 400 samples 2% (docs/smi.md). Skips below
-    ~0.4 use strip coordinates and `neff_strip` (`posterior.strip_map`)."""
+    ~0.4 use strip coordinates and `neff_strip` (`posterior.strip_map`). A last-layer cavity narrow against
+    the first layer's (V22 < z2_ratio V11, V22 < z2_max, V11 >= z2_v11_min) is integrated over z2 with
+    `neff_z2` (`posterior_z2.py`; at V = diag(0.5, 1e-6): median 1e-7, worst 1.6e-3 of max |g|,
+    tests/smi/test_smi_small_cavity.py)."""
 
     n0: int = 40
     neff: float = 30.0

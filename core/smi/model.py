@@ -345,10 +345,12 @@ class SMIModel(Model):
                 "depth": Param("depth", "choice", "number of attention layers (3: se only)", 2, choices=(2, 3)),
             },
             methods={
-                "se": SE(_SE, version=4, doc="Bayes-optimal SE, plug-in and Bayes errors (v3: coarse-to-fine "
-                                             "transient; v4: small-skip posterior, channels.py)"),
-                "gamp": GAMP(_GAMP, version=2, doc="GAMP at finite d, damping-consistent Onsager term "
-                                                 "(v2: small-skip posterior)"),
+                "se": SE(_SE, version=5, doc="Bayes-optimal SE, plug-in and Bayes errors (v3: coarse-to-fine "
+                                             "transient; v4: small-skip posterior, channels.py; v5: z2 chart "
+                                             "for V22 < 1e-3, posterior_z2.py: eps < 1e-3 only)"),
+                "gamp": GAMP(_GAMP, version=3, doc="GAMP at finite d, damping-consistent Onsager term "
+                                                 "(v2: small-skip posterior; v3: z2 chart for V22 < 1e-3, "
+                                                 "posterior_z2.py: eps < 1e-3 only)"),
                 "threshold": Threshold(_THR, version=6, doc="alpha_2 and alpha_1, stability and SE-map growth rate "
                                        "(v3: two-stage K11 root, walking bisection bracket; v4: small-skip "
                                        "posterior; v5: both routes on one point set, growth-rate rule, "
