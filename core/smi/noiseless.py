@@ -7,7 +7,10 @@ regulariser, spec smi.md §3.2); the paper's model is noiseless. Three computati
   checked on the data, not assumed: 1 - Q11 = a eps^gamma by least squares in log-log on the smallest
   eps; when the local exponent of the two smallest eps is >= gamma_min (1 - Q11 still falls by 10^gamma_min
   per decade; a plateau's local exponent falls like eps itself) the limit is Q11 = 1 (perfect recovery of
-  layer 1), else Q11(eps) = Q11(0) + b eps (Richardson on the two smallest eps), its error the last step.
+  layer 1), else Q11(eps) = Q11(0) + b eps (Richardson on the two smallest eps), its error the last step,
+  provided the data look linear: the last difference must be at most 3 eps_1/eps_2 times the one before
+  (a plateau's differences shrink like eps); otherwise (Q11 still creeping, e.g. by a constant step per
+  decade) no limit is claimed (form "none", NaN).
 * `linear_response`: at a cavity V -> 0 the posterior given h (2 equations on the 4 entries of Z) is the
   cavity prior restricted to the tangent plane of h(Z) = u, so per sample Cov = V - V J^T (J V J^T)^-1 J V
   and m_a = V_aa E[sum_t g_at^2] (Nishimori: = V_aa E[sum_t -dg_t,aa]) satisfy m_1 + m_2 = T = 2 for every
@@ -39,14 +42,15 @@ class Extrapolation:
     gamma_se: float  # its least-squares s.e. (inf with 2 points)
     gamma_local: float  # the exponent between the two smallest eps
     a: float
-    form: str  # "power" (limit 1) or "linear"
+    form: str  # "power" (limit 1), "linear" or "none" (neither form fits: q0 NaN)
 
 
 def extrapolate(eps, q, n_fit=3, gamma_min=0.2):
     """The eps -> 0 limit of an SE overlap from its values q at eps (any order). 1 - q = a eps^gamma is
     fitted in log-log on the n_fit smallest eps; a local exponent >= gamma_min between the two smallest eps
     means q -> 1 (form "power"), else the limit is the linear extrapolation through the two smallest eps
-    (form "linear", error = that step)."""
+    (form "linear", error = that step) if the differences shrink like eps (see the module docstring), else
+    form "none" with q0 = NaN."""
     eps, q = np.asarray(eps, float), np.asarray(q, float)
     order = np.argsort(eps)
     eps, q = eps[order], q[order]
@@ -63,6 +67,8 @@ def extrapolate(eps, q, n_fit=3, gamma_min=0.2):
     local = float((y[1] - y[0]) / (x[1] - x[0]))
     if local >= gamma_min:
         return Extrapolation(1.0, 0.0, gamma, gamma_se, local, a, "power")
+    if k > 2 and abs(q[0] - q[1]) > 3.0 * eps[1] / eps[2] * abs(q[1] - q[2]):
+        return Extrapolation(np.nan, np.inf, gamma, gamma_se, local, a, "none")
     step = (q[0] - q[1]) * eps[0] / (eps[1] - eps[0])
     return Extrapolation(float(q[0] + step), float(abs(step)), gamma, gamma_se, local, a, "linear")
 

@@ -28,6 +28,14 @@ def test_extrapolate_plateau_is_linear_in_eps():
     assert abs(ex.q0 - 0.7) <= ex.q0_err + 1e-12
 
 
+def test_extrapolate_refuses_a_creeping_series():
+    """Q11 rising by a constant step per decade of eps (the SE at alpha = 0.9: 0.392, 0.489, 0.593, 0.705 for
+    eps = 1e-3 .. 1e-6) is neither a power law to 1 nor linear in eps: no limit is claimed."""
+    eps = np.array([1e-3, 1e-4, 1e-5, 1e-6])
+    ex = nl.extrapolate(eps, 0.39 - 0.105 * np.log10(eps / 1e-3))
+    assert ex.form == "none" and np.isnan(ex.q0)
+
+
 @pytest.fixture(scope="module")
 def ch_draws():
     return AttentionChannel(2, 1.0), sse.Draws(2, 2, 512, np.random.default_rng(5))
