@@ -4,7 +4,7 @@
 Why. The z1 chart of `posterior.py` weighs z1 by N(A(z1)^-1(+-u); omega2, V22): for V22 -> 0 that factor pins
 S(z1) = softmax(z1 z1^T), and where S saturates (s00 or s11 near 0 or 1) the posterior in z1 is a long, thin,
 curved ridge, not the two points +-z1* the zoom of `posterior.py` assumes. Measured at c = 1, V = diag(0.5,
-1e-6), 12 model draws: median error of g 5e-4 but 2 draws off by O(1) of max |g| with the default grid, still
+1e-6): on 12 model draws 2 were off by O(1) of max |g| with the default grid (median 5e-4; 1e-2 on 16 draws), still
 with a 160-point, 3000-effective-cell grid (a missed or clipped ridge), against two independent references.
 
 The chart. Given z2 = w and the sheet h = s u (s = +-1), A(z1) w = h is linear in (s00, s11):
