@@ -37,6 +37,7 @@ from seqphase.core.errors import ParameterError
 from seqphase.core.smi import link
 from seqphase.core.smi.posterior import RHO_MAX, posterior_2layer, strip_map
 from seqphase.core.smi.posterior3 import posterior_3layer, sobol_normals
+from seqphase.core.smi.posterior_z2 import posterior_2layer_z2
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,10 @@ class Resolution:
     """Grid settings of the posterior: level-0 points per axis, target effective number of cells, and
     the zoom depth. Measured against a dense grid: g_out within 0.5% for V22 >= 0.02 (tests/smi); against
     a grid twice as fine at V22 = 1e-3: median 1e-5, worst of 400 samples 2% (docs/smi.md). Skips below
-    ~0.4 use strip coordinates (`posterior.strip_map`) and the acceptance rule of `neff_strip`, `tol_strip`."""
+    ~0.4 use strip coordinates (`posterior.strip_map`) and the acceptance rule of `neff_strip`, `tol_strip`. A
+    last-layer cavity narrow against the first layer's (V22 < z2_ratio V11, V22 < z2_max, V11 >= z2_v11_min) is
+    integrated over z2 with `neff_z2` (`posterior_z2.py`; at V = diag(0.5, 1e-6): median 1e-7, worst 1.6e-3 of
+    max |g|, tests/smi/test_smi_small_cavity.py)."""
 
     n0: int = 40
     neff: float = 30.0
@@ -59,6 +63,14 @@ class Resolution:
     # 300-cell rule's except at c = 0.1, 2.8e-4 against 1e-9; 4-7x fewer cells at c = 0.1)
     neff_strip: float = 30.0
     tol_strip: float = 1e-4
+    # narrow last-layer cavity: V22 < z2_ratio V11, V22 < z2_max and V11 >= z2_v11_min integrate over z2
+    # instead of z1 (`posterior_z2.py`; the z1 grid misses curved ridges there; with V11 small too, z1 is
+    # pinned by its own prior and the z1 grid is right while the z2 chart is not; docs/smi.md "The noiseless
+    # limit"); z2_ratio = 0 turns the z2 chart off
+    z2_ratio: float = 0.01
+    z2_max: float = 1e-3
+    z2_v11_min: float = 0.02
+    neff_z2: float = 100.0
 
 
 @dataclass(frozen=True)
@@ -141,12 +153,28 @@ class AttentionChannel(Channel):
             sd1 = float(np.sqrt(V[0, 0]))
             rho, B = strip_map(self.skip, sd1, r.n0)
             neff, tol = (r.neff, 0.0) if rho >= RHO_MAX else (r.neff_strip, r.tol_strip)
-            logZ, mean, second = posterior_2layer(u, omega, np.linalg.inv(V), sd1, self.skip, r.n0, neff, tol,
-                                                  r.max_level, rho, B)
+            P = np.linalg.inv(V)
+            z1_chart = lambda rows: posterior_2layer(u[rows], omega[rows], P, sd1, self.skip, r.n0, neff, tol,
+                                                     r.max_level, rho, B)
+            if self.uses_z2_chart(V):
+                logZ, mean, second = posterior_2layer_z2(u, omega, P, float(np.sqrt(V[1, 1])), self.skip, r.n0,
+                                                         r.neff_z2, r.max_level)
+                bad = np.isnan(logZ)
+                if bad.any():  # no feasible z2 cell (z1 at the fold): the z1 chart
+                    logZ[bad], mean[bad], second[bad] = z1_chart(bad)
+            else:
+                logZ, mean, second = z1_chart(slice(None))
         else:
             logZ, mean, second, _ = posterior_3layer(u, omega, np.ascontiguousarray(0.5 * (V + V.T)), self.skip,
                                                      self._points, r.lam_prior, r.lam_band, r.lam_sheet, r.band)
         return logZ, mean.reshape(-1, self.p, self.T), second
+
+    def uses_z2_chart(self, V):
+        """True when the 2-layer posterior integrates over z2 (`posterior_z2.py`): a last-layer cavity
+        narrow against the first layer's: V22 < z2_ratio V11, V22 < z2_max and V11 >= z2_v11_min."""
+        r = self.resolution
+        return (self.depth == 2 and V[1, 1] < r.z2_ratio * V[0, 0] and V[1, 1] < r.z2_max
+                and V[0, 0] >= r.z2_v11_min)
 
     def strip_coordinates(self, v11):
         """True when the 2-layer posterior grids z1 in strip coordinates at this skip and V11 = v11 (small

@@ -372,10 +372,12 @@ class SMIModel(Model):
             methods={
                 "se": SE(_SE, version=5, doc="Bayes-optimal SE, plug-in and Bayes errors (v3: coarse-to-fine "
                                              "transient; v4: small-skip posterior, channels.py; v5: small-skip "
-                                             "grid accepted by a local error estimate, strip box end fixed)"),
+                                             "grid accepted by a local error estimate, strip box end fixed, z2 "
+                                             "chart for V22 < 1e-3 (posterior_z2.py: eps < 1e-3 only))"),
                 "gamp": GAMP(_GAMP, version=3, doc="GAMP at finite d, damping-consistent Onsager term "
                                                  "(v2: small-skip posterior; v3: small-skip grid accepted by a "
-                                                 "local error estimate, strip box end fixed)"),
+                                                 "local error estimate, strip box end fixed, z2 chart for "
+                                                 "V22 < 1e-3)"),
                 "threshold": Threshold(_THR, version=7, doc="alpha_2 and alpha_1, stability and SE-map growth rate "
                                        "(v3: two-stage K11 root, walking bisection bracket; v4: small-skip "
                                        "posterior; v5: both routes on one point set, growth-rate rule, "

@@ -255,8 +255,12 @@ def _iterate(channel, alpha, side_info, damping, eps, frozen, accelerate, q_floo
             if diag is None:
                 diag = _grow_jump(hist, frozen)
             if diag is not None:
-                Q = Q - np.diag(np.diag(Q)) + np.diag(diag)
-                hist.append(Q.copy())
+                jumped = Q - np.diag(np.diag(Q)) + np.diag(diag)
+                # a jump moves the diagonal only: at eps << 1 - Q it can leave I - Q + eps I indefinite (Q12
+                # kept; alpha = 1.2, eps = 1e-6: eigenvalue -2.5e-5), which no posterior accepts; skip it then
+                if np.linalg.eigvalsh(cavity(jumped, eps)).min() > 0.0:
+                    Q = jumped
+                    hist.append(Q.copy())
     return hist, Qh, it, converged
 
 
