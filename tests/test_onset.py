@@ -131,3 +131,30 @@ def test_sizes_is_a_list_on_the_command_line_and_one_size_is_refused(tmp_path, c
     assert main(["run", "smi-thresholds-gamp", "--set", "alpha1_lo=1.2", "--store", str(store)]) == 2
     assert "alpha1_lo" in capsys.readouterr().err
     assert not store.exists()
+
+
+def test_the_phase_diagram_draws_the_onset_companion():
+    """smi-thresholds' figure draws alpha_2 / alpha_1 of an onset sweep (here two made-up skips) as points
+    with error bars beside the SE routes."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import xarray as xr
+
+    from seqphase.core.smi import figures
+    from seqphase.results.store import DONE
+
+    skips = np.array([0.1, 1.0])
+    columns = dict(alpha2_stability=[0.24, 0.19], alpha2_stability_se=[0.003, 0.002], alpha1_stability=[0.73, 0.74],
+                   alpha1_stability_se=[0.003, 0.003], alpha2_bisection=[0.24, 0.19], alpha1_bisection=[0.73, 0.74],
+                   status=[DONE, DONE])
+    thresholds = xr.Dataset({k: ("skip", v) for k, v in columns.items()}, coords={"skip": skips},
+                            attrs={"point_dims": ["skip"]})
+    onset_values = dict(alpha2_gamp=[0.25, 0.2], alpha2_gamp_se=[0.03, 0.03], alpha1_gamp=[0.76, np.nan],
+                        alpha1_gamp_se=[0.04, np.nan])
+    companion = xr.Dataset({k: ("skip", v) for k, v in onset_values.items()}, coords={"skip": skips})
+    fig = figures.plot_thresholds(plt, thresholds, {"onset_sweep": companion})
+    labels = [text.get_text() for text in fig.axes[0].get_legend().get_texts()]
+    assert any("alpha_2$ GAMP" in label for label in labels) and any("alpha_1$ GAMP" in label for label in labels)
+    plt.close(fig)
