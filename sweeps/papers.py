@@ -114,7 +114,7 @@ PAPERS = {p.id: p for p in (
                 why_quick="d = 200, 4 seeds, 60 iterations, 2 alphas (d = 1000, 16 seeds, 200, 4)"),
         )),
     Paper(
-        id="smi", cost_quick="283 s (CPU 111 s)", title="Fundamental limits of learning in sequence multi-index models and deep attention "
+        id="smi", cost_quick="57 s (CPU 90 s)", title="Fundamental limits of learning in sequence multi-index models and deep attention "
         "networks", authors="Troiani, Cui, Dandi, Krzakala, Zdeborová", arxiv="2502.00901", venue="ICML 2025",
         docs="docs/smi.md",
         runs=(
@@ -135,7 +135,7 @@ PAPERS = {p.id: p for p in (
                 why_quick="2 alphas, 256 Monte-Carlo draws, 60 iterations (48, 1024, 200)"),
         )),
     Paper(
-        id="aim", cost_quick="674 s (CPU <= 175 s)", cost_full="SE sweeps 571 s (CPU 248 s)", title="Bayes optimal learning of attention-indexed models",
+        id="aim", cost_quick="39 s (CPU 58 s)", cost_full="SE sweeps 571 s (CPU 248 s)", title="Bayes optimal learning of attention-indexed models",
         authors="Boncoraglio, Troiani, Erba, Zdeborová", arxiv="2506.01582", venue="NeurIPS 2025",
         docs="docs/aim.md",
         runs=(
