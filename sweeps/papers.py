@@ -4,9 +4,8 @@ Each `Paper` names its sweeps (`Run`: a shipped spec, the figure it reproduces, 
 its reduced `--quick` grid, the same mechanism as `seqphase run --set`), the docs page that discusses it and
 the cost of a reproduction measured on a 2-core machine (`cost_full`, `cost_quick`: wall seconds of
 `seqphase reproduce ID [--quick] --workers 2` into an empty store, the report included, and in brackets the
-CPU seconds, user + system, of the driver and its workers; the machine was shared with other jobs, at the
-load docs/reproduce.md states per row, so the wall times are upper bounds and the CPU times the better
-guide to an idle machine). A `Run` may also take its alpha grid from a published
+CPU seconds, user + system, of the driver and its workers; `cost_quick` on an idle machine, `cost_full` on
+one shared with other jobs at the load docs/reproduce.md states, so those wall times are upper bounds). A `Run` may also take its alpha grid from a published
 data file (`published_grid`): the agreement table then compares at the published points themselves, with no
 interpolation. Quick runs are stored under NAME.quick so that they never mix with the full-size results.
 
@@ -82,7 +81,7 @@ class Paper:
 
 PAPERS = {p.id: p for p in (
     Paper(
-        id="glm", cost_quick="590 s (CPU 144 s)", title="Optimal errors and phase transitions in high-dimensional generalized linear models",
+        id="glm", cost_quick="46 s (CPU 79 s)", title="Optimal errors and phase transitions in high-dimensional generalized linear models",
         authors="Barbier, Krzakala, Macris, Miolane, Zdeborová", arxiv="1708.03395", venue="PNAS 2019",
         docs="docs/results.md",
         runs=(
@@ -99,7 +98,7 @@ PAPERS = {p.id: p for p in (
                 quick=("rho=0.25,0.5",), why_quick="rho = 0.25, 0.5 (6 rho)"),
         )),
     Paper(
-        id="multiindex", cost_quick="467 s (CPU 152 s)", title="Fundamental computational limits of weak learnability in high-dimensional "
+        id="multiindex", cost_quick="39 s (CPU 69 s)", title="Fundamental computational limits of weak learnability in high-dimensional "
         "multi-index models", authors="Troiani, Dandi, Defilippis, Zdeborová, Loureiro, Krzakala",
         arxiv="2405.15480", venue="AISTATS 2025", docs="docs/multiindex.md",
         runs=(
@@ -170,7 +169,7 @@ PAPERS = {p.id: p for p in (
                 why_quick="d = 30, 3 seeds, 8 students, 300 steps, 2 alphas (50, 16, 32, 1000, 6)"),
         )),
     Paper(
-        id="quadratic", cost_quick="117 s (CPU 36 s)", cost_full="SE sweeps 94 s (CPU 42 s)", title="Bayes-optimal learning of an extensive-width neural network from quadratically "
+        id="quadratic", cost_quick="16 s (CPU 21 s)", cost_full="SE sweeps 94 s (CPU 42 s)", title="Bayes-optimal learning of an extensive-width neural network from quadratically "
         "many samples", authors="Maillard, Troiani, Martin, Krzakala, Zdeborová", arxiv="2408.03733",
         venue="NeurIPS 2024", docs="docs/quadratic.md",
         runs=(
@@ -194,7 +193,7 @@ PAPERS = {p.id: p for p in (
                 why_quick="d = 30, 3 instances, 6 students, 400 steps, 2 alphas (50, 16, 16, 1000, 5)"),
         )),
     Paper(
-        id="erm", cost_quick="437 s (CPU 186 s)", title="The nuclear route: sharp asymptotics of ERM in overparameterized quadratic networks",
+        id="erm", cost_quick="78 s (CPU 136 s)", title="The nuclear route: sharp asymptotics of ERM in overparameterized quadratic networks",
         authors="Erba, Troiani, Zdeborová, Krzakala", arxiv="2505.17958", venue="preprint 2025",
         docs="docs/quadratic-erm.md",
         runs=(
@@ -208,7 +207,7 @@ PAPERS = {p.id: p for p in (
                 why_quick="d = 30, 4 seeds, kappa = 2, noiseless, 2 alphas (60, 16, 2, 2, 6)"),
         )),
     Paper(
-        id="bsr", cost_quick="111 s (CPU 32 s)", cost_full="SE sweeps 253 s", title="Bilinear sequence regression: a model for learning from long sequences of "
+        id="bsr", cost_quick="16 s (CPU 21 s)", cost_full="SE sweeps 253 s", title="Bilinear sequence regression: a model for learning from long sequences of "
         "high-dimensional tokens", authors="Erba, Troiani, Biggio, Maillard, Zdeborová", arxiv="2410.18858",
         venue="PRX 2025", docs="docs/bsr.md",
         runs=(
