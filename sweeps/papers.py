@@ -207,7 +207,7 @@ PAPERS = {p.id: p for p in (
                 why_quick="d = 30, 4 seeds, kappa = 2, noiseless, 2 alphas (60, 16, 2, 2, 6)"),
         )),
     Paper(
-        id="bsr", cost_quick="16 s (CPU 21 s)", cost_full="SE sweeps 253 s", title="Bilinear sequence regression: a model for learning from long sequences of "
+        id="bsr", cost_quick="16 s (CPU 21 s)", cost_full="263 s (CPU 507 s)", title="Bilinear sequence regression: a model for learning from long sequences of "
         "high-dimensional tokens", authors="Erba, Troiani, Biggio, Maillard, Zdeborová", arxiv="2410.18858",
         venue="PRX 2025", docs="docs/bsr.md",
         runs=(
