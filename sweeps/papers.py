@@ -169,7 +169,7 @@ PAPERS = {p.id: p for p in (
                 why_quick="d = 30, 3 seeds, 8 students, 300 steps, 2 alphas (50, 16, 32, 1000, 6)"),
         )),
     Paper(
-        id="quadratic", cost_quick="16 s (CPU 21 s)", cost_full="SE sweeps 94 s (CPU 42 s)", title="Bayes-optimal learning of an extensive-width neural network from quadratically "
+        id="quadratic", cost_quick="16 s (CPU 21 s)", cost_full="143 s (CPU 266 s)", title="Bayes-optimal learning of an extensive-width neural network from quadratically "
         "many samples", authors="Maillard, Troiani, Martin, Krzakala, Zdeborová", arxiv="2408.03733",
         venue="NeurIPS 2024", docs="docs/quadratic.md",
         runs=(
