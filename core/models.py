@@ -202,8 +202,12 @@ class Method:
     def layout(self, settings):  # pragma: no cover - abstract
         raise NotImplementedError(f"{type(self).__name__} does not define layout()")
 
-    def run(self, params, settings, seed_sequence):  # pragma: no cover - abstract
-        raise NotImplementedError(f"{type(self).__name__} does not define run()")
+    def run(self, params, settings, seed_sequence):
+        """One point, serially: a method with `tasks` drives its generator in this process (the reference
+        the driver's distributed run equals bit for bit); any other method overrides `run`."""
+        if self.tasks is None:
+            raise NotImplementedError(f"{type(self).__name__} defines neither run() nor tasks()")
+        return drive(self.tasks(params, settings, seed_sequence))
 
     def figure(self, plt, ds, companions):
         """The Figure of a stored sweep of this method (`ds` masked to the done points)."""
@@ -267,9 +271,6 @@ class SeededMethod(Method):
             elif name not in out:
                 out[name] = per_seed[0][name]
         return out
-
-    def run(self, params, settings, seed_sequence):
-        return drive(self.tasks(params, settings, seed_sequence))
 
 
 @dataclass

@@ -41,7 +41,8 @@ import math
 import numpy as np
 
 from seqphase.core.errors import ParameterError
-from seqphase.core.models import Layout, Method, Param, Variable, Work, drive
+from seqphase.core.models import Layout, Method, Param, Variable, Work
+from seqphase.core.search import check_bracket
 
 N_BOOT = 400        # bootstrap resamples of the seeds per size
 
@@ -157,9 +158,7 @@ class OnsetMethod(Method):
             raise ParameterError("method.sizes", f"a finite-size extrapolation needs at least two sizes, got {sizes}",
                                  "give e.g. sizes = [250, 500, 1000]")
         for t in self.transitions:
-            if settings[f"{t}_lo"] >= settings[f"{t}_hi"]:
-                raise ParameterError(f"method.{t}_lo", f"{t}_lo = {settings[f'{t}_lo']:g} is not below "
-                                     f"{t}_hi = {settings[f'{t}_hi']:g}", f"give {t}_lo < {t}_hi")
+            check_bracket(settings, f"{t}_lo", f"{t}_hi")
             for d in sizes:
                 if round(settings[f"{t}_lo"] * d) < 1:
                     raise ParameterError(f"method.{t}_lo", f"alpha d = {settings[f'{t}_lo'] * d:g} < 1 at d = {d}: "
@@ -226,9 +225,6 @@ class OnsetMethod(Method):
                         f"{t}_n_iter": got["n_iter"], f"{t}_converged": got["converged"]})
             out.update({f"{t}_{k}": got[k] for k in self.observables})
         return out
-
-    def run(self, params, settings, seed_sequence):
-        return drive(self.tasks(params, settings, seed_sequence))
 
     def figure(self, plt, ds, companions):
         return plot_onset(plt, ds, self)

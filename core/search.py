@@ -21,7 +21,20 @@ from __future__ import annotations
 
 import math
 
-from seqphase.core.models import Work
+from seqphase.core.errors import ParameterError
+from seqphase.core.models import Param, Work
+
+#: the `k` setting of every threshold method whose searches run as k-sections
+K_SETTING = Param("k", "int", "probes a round of each threshold search (a k-section: the bracket shrinks by k + 1 "
+                  "a round; not the number of workers, so results do not depend on the cluster)", 4, low=2, high=64,
+                  low_inclusive=True)
+
+
+def check_bracket(settings, lo="alpha_lo", hi="alpha_hi"):
+    """Refuse a search bracket (or window) whose lower end is not below its upper end, naming the field."""
+    if settings[lo] >= settings[hi]:
+        raise ParameterError(f"method.{lo}", f"{lo} = {settings[lo]:g} is not below {hi} = {settings[hi]:g}",
+                             f"set {lo} < {hi}")
 
 
 def start_all(routes):

@@ -30,8 +30,8 @@ from seqphase.core.glm import se as se_mod
 from seqphase.core.glm import thresholds
 from seqphase.core.glm.channels import CHANNELS
 from seqphase.core.glm.priors import PRIORS
-from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, SeededMethod, Variable, Work, drive
-from seqphase.core.search import section_search, side_by_side, single
+from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, SeededMethod, Variable, Work
+from seqphase.core.search import K_SETTING, check_bracket, section_search, side_by_side, single
 from seqphase.core.numerics import forward_fill, nan_log
 
 _P = 1  # scalar GLM: the overlap is a 1 x 1 matrix, stored with the same (row, col) dims as p x p models
@@ -73,9 +73,7 @@ _THRESHOLD_SETTINGS = {
                           "crossing of a perfect-recovery transition", True),
     "it_rtol": Param("it_rtol", "float", "relative width at which the information-theoretic search stops "
                      "(version 1: fixed at 1e-5)", 1e-5, low=0.0, high=0.1),
-    "k": Param("k", "int", "probes a round of each threshold search (a k-section: the bracket shrinks by k + 1 "
-               "a round; not the number of workers, so results do not depend on the cluster)", 4, low=2,
-               high=64, low_inclusive=True),
+    "k": K_SETTING,
 }
 
 
@@ -141,6 +139,15 @@ class SE(Method):
         return figures.plot_se(plt, ds)
 
 
+def gamp_instance(params, settings, alpha, d, stream):
+    """GAMP on one instance drawn from `stream` (the gamp and onset methods' instance): its trace."""
+    prior, channel = build(params)
+    rng = np.random.default_rng(stream)
+    F, x, y = gamp_mod.sample_instance(prior, channel, alpha, d, rng)
+    return gamp_mod.run_gamp(prior, channel, F, y, x, damping=settings["damping"], max_iter=settings["max_iter"],
+                             tol=settings["tol"], rng=rng)
+
+
 class GAMP(SeededMethod):
     """GAMP on `n_seeds` instances of dimension d, with the SE prediction of the AMP branch."""
 
@@ -163,12 +170,8 @@ class GAMP(SeededMethod):
         })
 
     def run_seed(self, params, settings, stream):
-        prior, channel = build(params)
         n_trace = settings["max_iter"] + 1
-        rng = np.random.default_rng(stream)
-        F, x, y = gamp_mod.sample_instance(prior, channel, params["alpha"], settings["d"], rng)
-        trace = gamp_mod.run_gamp(prior, channel, F, y, x, damping=settings["damping"],
-                                  max_iter=settings["max_iter"], tol=settings["tol"], rng=rng)
+        trace = gamp_instance(params, settings, params["alpha"], settings["d"], stream)
         out = {}
         for name, shape in (("overlap", (_P, _P)), ("self_overlap", (_P, _P)), ("mse", ()), ("gen_error", ())):
             values = forward_fill(np.asarray(getattr(trace, name), dtype=float), n_trace)
@@ -226,9 +229,7 @@ class Threshold(Method):
         })
 
     def check(self, params, settings):
-        if settings["alpha_lo"] >= settings["alpha_hi"]:
-            raise ParameterError("method.alpha_lo", f"alpha_lo = {settings['alpha_lo']:g} is not below alpha_hi = "
-                                 f"{settings['alpha_hi']:g}", "set alpha_lo < alpha_hi")
+        check_bracket(settings)
 
     def tasks(self, params, settings, seed_sequence):
         """The point as a graph (version 2): the stability route (one work) and the SE searches side by
@@ -255,9 +256,6 @@ class Threshold(Method):
         return {"alpha_stability": alpha_stability, "alpha_bisection": alpha_bisection,
                 "alpha_it": alpha_it, "relative_gap": gap}
 
-    def run(self, params, settings, seed_sequence):
-        return drive(self.tasks(params, settings, seed_sequence))
-
     def figure(self, plt, ds, companions):
         return figures.plot_threshold(plt, ds)
 
@@ -269,11 +267,7 @@ class Onset(onset.OnsetMethod):
     transitions = {"alpha": "overlap"}
 
     def run_instance(self, params, settings, alpha, d, stream):
-        prior, channel = build(params)
-        rng = np.random.default_rng(stream)
-        F, x, y = gamp_mod.sample_instance(prior, channel, alpha, d, rng)
-        trace = gamp_mod.run_gamp(prior, channel, F, y, x, damping=settings["damping"],
-                                  max_iter=settings["max_iter"], tol=settings["tol"], rng=rng)
+        trace = gamp_instance(params, settings, alpha, d, stream)
         return {"overlap": abs(float(trace.overlap[-1])), "n_iter": trace.n_iter,
                 "converged": int(bool(trace.converged))}
 

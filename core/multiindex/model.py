@@ -30,13 +30,14 @@ import numpy as np
 
 from seqphase.core import onset
 from seqphase.core.errors import ParameterError
-from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, SeededMethod, Variable, drive
+from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, SeededMethod, Variable
 from seqphase.core.multiindex import figures
 from seqphase.core.multiindex import gamp as mgamp
 from seqphase.core.multiindex import se as mse
 from seqphase.core.multiindex import thresholds as mth
 from seqphase.core.multiindex.channels import MI_CHANNELS, P_MAX, make_channel
 from seqphase.core.numerics import forward_fill, nan_log, pad_matrix
+from seqphase.core.search import K_SETTING, check_bracket
 
 _SE = {
     "damping": Param("damping", "float", "weight of the old iterate", 0.3, low=0.0, high=1.0,
@@ -74,9 +75,7 @@ _THR = {
     "side_info": Param("side_info", "float", "side information lambda of the bisection SE", 1e-12,
                        low=0.0, high=1e-3, low_inclusive=True),
     "bisection": Param("bisection", "bool", "also locate every threshold by SE bisection", True),
-    "k": Param("k", "int", "probes a round of each bisection (a k-section: the bracket shrinks by k + 1 a round; "
-               "not the number of workers, so results do not depend on the cluster)", 4, low=2, high=64,
-               low_inclusive=True),
+    "k": K_SETTING,
 }
 
 
@@ -143,6 +142,15 @@ class SE(Method):
         return figures.plot_se(plt, ds)
 
 
+def gamp_instance(params, settings, alpha, d, stream):
+    """GAMP on one instance drawn from `stream` (the gamp and onset methods' instance): its trace."""
+    ch = channel_of(params)
+    rng = np.random.default_rng(stream)
+    X, W, y = mgamp.sample_instance(ch, alpha, d, rng)
+    return mgamp.run_gamp(ch, X, y, W, max_iter=settings["max_iter"], damping=settings["damping"],
+                          tol=settings["tol"], side_info=settings["side_info"], rng=rng, variance=settings["variance"])
+
+
 class GAMP(SeededMethod):
     """GAMP on `n_seeds` instances of dimension d (per-iteration M and self-overlap, forward-filled
     after the stop), and the SE prediction of the AMP branch."""
@@ -162,12 +170,8 @@ class GAMP(SeededMethod):
         })
 
     def run_seed(self, params, settings, stream):
-        ch, n_trace = channel_of(params), settings["max_iter"] + 1
-        rng = np.random.default_rng(stream)
-        X, W, y = mgamp.sample_instance(ch, params["alpha"], settings["d"], rng)
-        tr = mgamp.run_gamp(ch, X, y, W, max_iter=settings["max_iter"], damping=settings["damping"],
-                            tol=settings["tol"], side_info=settings["side_info"], rng=rng,
-                            variance=settings["variance"])
+        n_trace = settings["max_iter"] + 1
+        tr = gamp_instance(params, settings, params["alpha"], settings["d"], stream)
         return {"overlap": pad_matrix(forward_fill(tr.overlap, n_trace), P_MAX),
                 "self_overlap": pad_matrix(forward_fill(tr.self_overlap, n_trace), P_MAX),
                 "n_iter": tr.n_iter, "converged": int(tr.converged)}
@@ -196,12 +200,7 @@ class Onset(onset.OnsetMethod):
     transitions = {"alpha": "overlap"}
 
     def run_instance(self, params, settings, alpha, d, stream):
-        ch = channel_of(params)
-        rng = np.random.default_rng(stream)
-        X, W, y = mgamp.sample_instance(ch, alpha, d, rng)
-        tr = mgamp.run_gamp(ch, X, y, W, max_iter=settings["max_iter"], damping=settings["damping"],
-                            tol=settings["tol"], side_info=settings["side_info"], rng=rng,
-                            variance=settings["variance"])
+        tr = gamp_instance(params, settings, alpha, d, stream)
         return {"overlap": float(np.linalg.svd(np.atleast_2d(tr.overlap[-1]), compute_uv=False).mean()),
                 "n_iter": tr.n_iter, "converged": int(tr.converged)}
 
@@ -227,12 +226,7 @@ class Threshold(Method):
         })
 
     def check(self, params, settings):
-        if settings["alpha_lo"] >= settings["alpha_hi"]:
-            raise ParameterError("method.alpha_lo", f"alpha_lo = {settings['alpha_lo']:g} is not below alpha_hi = "
-                                 f"{settings['alpha_hi']:g}", "set alpha_lo < alpha_hi")
-
-    def run(self, params, settings, seed_sequence):
-        return drive(self.tasks(params, settings, seed_sequence))
+        check_bracket(settings)
 
     def tasks(self, params, settings, seed_sequence):
         """The point as a graph (version 2, `mth.staircase_route`): the stability work, then the SE

@@ -24,14 +24,14 @@ import math
 import numpy as np
 
 from seqphase.core.errors import ParameterError
-from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, SeededMethod, Variable, Work, drive
+from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, SeededMethod, Variable, Work
 from seqphase.core.numerics import forward_fill
 from seqphase.core.quadratic import figures
 from seqphase.core.quadratic import gamp as gamp_mod
 from seqphase.core.quadratic import gd as gd_mod
 from seqphase.core.quadratic import se as se_mod
 from seqphase.core.quadratic import thresholds
-from seqphase.core.search import section_search, side_by_side, single
+from seqphase.core.search import K_SETTING, section_search, side_by_side, single
 
 _THRESHOLD_SETTINGS = {
     "mse_cut": Param("mse_cut", "float", "SE error (paper units) below which the bisection counts alpha as "
@@ -338,9 +338,6 @@ class ERMThreshold(Method):
                 "alpha_sr_equation": sr_eq, "alpha_sr_bisection": sr_bis,
                 "alpha_sr_gap": thresholds.relative_gap(sr_eq, sr_bis)}
 
-    def run(self, params, settings, seed_sequence):
-        return drive(self.tasks(params, settings, seed_sequence))
-
     def figure(self, plt, ds, companions):
         return figures.plot_erm_thresholds(plt, ds, companions)
 
@@ -357,9 +354,7 @@ _ERM_THRESHOLD_SETTINGS = {
     "mse_cut": Param("mse_cut", "float", "SE test error below which alpha counts as strongly recovered", 1e-6,
                      low=0.0, high=0.1),
     "rtol": Param("rtol", "float", "relative width at which the searches stop", 1e-7, low=0.0, high=0.1),
-    "k": Param("k", "int", "probes a round of each search (a k-section: the bracket shrinks by k + 1 a round; "
-               "not the number of workers, so results do not depend on the cluster)", 4, low=2, high=64,
-               low_inclusive=True),
+    "k": K_SETTING,
 }
 
 from seqphase.core.quadratic import erm_training  # noqa: E402

@@ -30,7 +30,7 @@ import numpy as np
 
 from seqphase.core import onset
 from seqphase.core.errors import ParameterError
-from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, SeededMethod, Variable, children, drive
+from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, SeededMethod, Variable, children
 from seqphase.core.numerics import pad_matrix
 from seqphase.core.smi import figures
 from seqphase.core.smi import gamp as sgamp
@@ -182,6 +182,18 @@ class SE(Method):
         return figures.plot_se(plt, ds, companions)
 
 
+def gamp_instance(params, settings, alpha, d, stream, n_gen):
+    """GAMP on one instance drawn from `stream` (the gamp and onset methods' instance): (trace, teacher W*).
+    The stream draws the instance, then the run's n_gen test sequences, initialisation and side information."""
+    s = settings
+    ch = _channel(params)
+    rng = np.random.default_rng(stream)
+    X, W, _, u = sgamp.sample_instance(ch, alpha, d, rng, noise=s["noise"])
+    tr = sgamp.run_gamp(ch, X, u, W, max_iter=s["max_iter"], damping=s["damping"], tol=s["tol"],
+                        side_info=s["side_info"], rng=rng, init=s["init"], n_gen=n_gen, eps=s["eps"])
+    return tr, W
+
+
 class GAMP(SeededMethod):
     """GAMP on `n_seeds` instances of dimension d, per seed and iteration."""
 
@@ -209,17 +221,14 @@ class GAMP(SeededMethod):
         })
 
     def run_seed(self, params, settings, stream):
-        ch, alpha, s = _channel(params), params["alpha"], settings
+        alpha, s = params["alpha"], settings
         if round(alpha * s["d"]) < 1:
             raise ParameterError("method.d", f"alpha d = {alpha * s['d']:g} gives no sample", "raise d or alpha")
         K, P = s["max_iter"] + 1, MAX_DEPTH
         out = {k: np.full((K, P, P), np.nan) for k in ("overlap", "self_overlap")}
         out["gen_error_plugin"] = np.full(K, np.nan)
         # layer x layer results NaN-padded to MAX_DEPTH rows (`_pad`)
-        rng = np.random.default_rng(stream)  # instance, then the run's test set, init and side information
-        X, W, _, u = sgamp.sample_instance(ch, alpha, s["d"], rng, noise=s["noise"])
-        tr = sgamp.run_gamp(ch, X, u, W, max_iter=s["max_iter"], damping=s["damping"], tol=s["tol"],
-                            side_info=s["side_info"], rng=rng, init=s["init"], n_gen=s["n_gen"], eps=s["eps"])
+        tr, W = gamp_instance(params, s, alpha, s["d"], stream, s["n_gen"])
         k = tr.overlap.shape[0]
         out["overlap"][:k] = _pad(tr.overlap)
         sign = np.where(np.diag(tr.overlap[-1]) < 0, -1.0, 1.0)
@@ -291,9 +300,6 @@ class Threshold(Method):
         side by side, root searches in rounds of k probes."""
         return sth.point_tasks(_channel(params), settings, seed_sequence)
 
-    def run(self, params, settings, seed_sequence):
-        return drive(self.tasks(params, settings, seed_sequence))
-
     def figure(self, plt, ds, companions):
         return figures.plot_thresholds(plt, ds, companions)
 
@@ -346,11 +352,7 @@ class Onset(onset.OnsetMethod):
     transitions = {"alpha2": "overlap_2", "alpha1": "overlap_1"}
 
     def run_instance(self, params, settings, alpha, d, stream):
-        ch, s = _channel(params), settings
-        rng = np.random.default_rng(stream)
-        X, W, _, u = sgamp.sample_instance(ch, alpha, d, rng, noise=s["noise"])
-        tr = sgamp.run_gamp(ch, X, u, W, max_iter=s["max_iter"], damping=s["damping"], tol=s["tol"],
-                            side_info=s["side_info"], rng=rng, init=s["init"], n_gen=10, eps=s["eps"])
+        tr, _ = gamp_instance(params, settings, alpha, d, stream, n_gen=10)  # the plug-in error is not used
         m = np.abs(np.diag(tr.overlap[-1]))
         return {"overlap_1": float(m[0]), "overlap_2": float(m[1]), "n_iter": tr.n_iter,
                 "converged": int(bool(tr.converged))}
