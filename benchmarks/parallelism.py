@@ -4,6 +4,7 @@ now (seeds, shared outputs and any staged works of a point as separate tasks).
 
     python benchmarks/parallelism.py measure [--only SWEEP ...] [--workers 2]   # runs, writes task logs
     python benchmarks/parallelism.py table                                      # the docs/benchmarks.md table
+    python benchmarks/parallelism.py from-onset-runs    # logs of the onset sweeps from their validation runs
 
 `measure` runs each shipped sweep on a local cluster with the driver's task log (one JSON line per
 stored point: the runtime of each of its works, stage by stage) into benchmarks/results/parallelism/.
@@ -42,7 +43,6 @@ REDUCED = {
     "smi-2layer-gamp": ["alpha=0.5,1.2"],
     "smi-2layer-se": ["alpha=0.1,0.5,0.9,1.3"],
     "smi-3layer-se": ["alpha=1.5"],
-    "smi-thresholds": ["skip=0.0001,1.0"],
     "multiindex-gamp": ["channel=z1z2", "alpha=1.0,3.0"],
     "aim-gamp": ["channel=softmax", "alpha=0.1,0.5"],
     "aim-gamp-tokens": ["T=4", "alpha=0.012,0.02"],
@@ -79,6 +79,39 @@ def measure(names, workers):
                   f"on {workers} workers, load {os.getloadavg()[0]:.1f}", flush=True)
 
 
+#: onset sweeps -> the validation runs (benchmarks/onset_validation.py) whose instances they are
+ONSET_RUNS = {"glm-phase-retrieval-onset": ("small.json", "large.json"),
+              "multiindex-z1z2-onset": ("z1z2-small.json",)}
+
+
+def from_onset_runs():
+    """Task logs of the onset sweeps from the instance CPU times of the validation runs (one process, the
+    method's own works): the sweep's one point is one stage of instance tasks (the rule runs in the driver),
+    each instance of its grid (size, window alpha, seed) timed by the run's instance at that size and alpha."""
+    import numpy as np
+
+    from seqphase.sweeps.planner import plan_sweep
+    from seqphase.sweeps.spec import load_sweep
+
+    for name, files in ONSET_RUNS.items():
+        cpu = {}  # (d, alpha rounded, seed) -> CPU-s
+        for file in files:
+            data = json.loads((HERE / "results" / "onset" / file).read_text())
+            s = data["settings"]
+            alphas = np.linspace(s["alpha_lo"], s["alpha_hi"], s["alpha_n"])
+            for key, seconds in data["cpu"].items():
+                _, d, a, k = key.rsplit("-", 3)
+                cpu[(int(d[1:]), round(float(alphas[int(a[1:])]), 6), int(k[1:]))] = seconds
+        plan = plan_sweep(load_sweep(name))
+        (point,) = plan.points
+        settings = plan.sweep.settings
+        window = np.linspace(settings["alpha_lo"], settings["alpha_hi"], settings["alpha_n"])
+        stage = [cpu[(d, round(float(a), 6), k)] for d in settings["sizes"] for a in window
+                 for k in range(settings["n_seeds"])]
+        (LOGS / f"{name}.jsonl").write_text(json.dumps({"point": point.hash, "stages": [stage]}) + "\n")
+        print(f"{name}: {len(stage)} instance tasks, {sum(stage):.0f} CPU-s")
+
+
 def list_schedule(points, workers):
     """Makespan of the points' works on `workers` workers: `points` is a list of stages (lists of
     runtimes); a stage's works are ready when the point's previous stage has finished."""
@@ -107,10 +140,15 @@ def full_graph(name):
     from seqphase.sweeps.planner import plan_sweep
     from seqphase.sweeps.spec import load_sweep
 
-    measured = [json.loads(line)["stages"] for line in (LOGS / f"{name}.jsonl").read_text().splitlines()]
-    measured = [[stage for stage in stages if stage] for stages in measured]
-    n = len(plan_sweep(load_sweep(name)).points)
-    after = [measured[i % len(measured)] for i in range(n)]
+    rows = [json.loads(line) for line in (LOGS / f"{name}.jsonl").read_text().splitlines()]
+    measured = {row["point"]: [stage for stage in row["stages"] if stage] for row in rows}
+    planned = plan_sweep(load_sweep(name)).points
+    n = len(planned)
+    if all(p.hash in measured for p in planned):  # the whole sweep measured: its own points, in plan order
+        after = [measured[p.hash] for p in planned]
+    else:  # a subset measured: its points cycled over the plan
+        cycle = list(measured.values())
+        after = [cycle[i % len(cycle)] for i in range(n)]
     before = [[[sum(sum(stage) for stage in stages)]] for stages in after]
     return after, before, len(measured), n
 
@@ -129,7 +167,8 @@ def table(names):
         tasks = sum(len(stage) for stages in after for stage in stages)
         walls = [f"{list_schedule(before, w):.0f} / {list_schedule(after, w):.0f}" for w in WORKERS]
         parallelism = work / chain if chain else math.inf
-        print(f"| {name} | {m} of {n} | {tasks} | {work:.0f} | {chain:.1f} | {parallelism:.0f} | " + " | ".join(walls) + " |")
+        print(f"| {name} | {m} of {n} | {tasks} | {work:.0f} | {chain:.1f} | {parallelism:.0f} | "
+              + " | ".join(walls) + " |")
 
 
 def main(argv=None):
@@ -142,9 +181,12 @@ def main(argv=None):
     m.add_argument("--workers", type=int, default=2)
     t = sub.add_parser("table")
     t.add_argument("--only", nargs="*", default=None)
+    sub.add_parser("from-onset-runs")
     args = parser.parse_args(argv)
-    names = args.only or sorted(shipped_specs())
-    if args.command == "measure":
+    names = getattr(args, "only", None) or sorted(shipped_specs())
+    if args.command == "from-onset-runs":
+        from_onset_runs()
+    elif args.command == "measure":
         measure(names, args.workers)
     else:
         table(names)
