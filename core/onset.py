@@ -6,10 +6,11 @@ yields (`observables`), which transition each one signals (`transitions`: name -
 one instance runs (`run_instance`). Everything else is written once here: the works (one per size d,
 alpha of the transition's window and seed), the rule, the extrapolation and the stored layout.
 
-The rule (onset method version 1), per transition and size d, on the final overlap of `n_seeds`
+The rule (onset method version 2), per transition and size d, on the final overlap of `n_seeds`
 independent instances at each alpha of a uniform window [lo, hi]:
 
-1. the mean overlap m_d(alpha) over the seeds;
+1. the mean overlap m_d(alpha) over the seeds whose GAMP run did not diverge (final overlap finite and
+   <= DIVERGED = 2; version 1 had no such guard; more than half diverged at an alpha fails the point);
 2. the onset at d is where m_d crosses `level / sqrt(d)` upwards for the last time (linear interpolation
    between the two window alphas around it): an estimate that learned nothing overlaps the signal by
    O(1/sqrt(d)) (GAMP's collapses to ~0 below an onset), so the level marks "out of the floor" at every d
@@ -21,8 +22,9 @@ independent instances at each alpha of a uniform window [lo, hi]:
    Two terms shift the finite-d onset upwards: the level itself (level / (slope sqrt(d)), nu = 1/2) and
    the finite-size rounding of the transition, which is slower where the onset is a spectral (BBP-like)
    transition of the linearised algorithm (nu = 1/3). On phase retrieval (d = 250..4000, 16 seeds, level 2)
-   nu = 1/3 gives 0.486 +- 0.037 for the exact 1/2, nu = 1/2 0.550 +- 0.028, nu = 1 0.613 +- 0.024
-   (docs/onset.md).
+   nu = 1/3 gives 0.486 +- 0.037 for the exact 1/2, nu = 1/2 0.550 +- 0.028, nu = 1 0.613 +- 0.024; on the
+   multi-index y = z1 z2 (SE: 0.5938; d = 250..2000, run after this default was fixed) nu = 1/3 gives
+   0.520 +- 0.081, nu = 1/2 0.616 +- 0.049, nu = 1 0.714 +- 0.026 (docs/onset.md).
 
 Fitting the rise instead (a quadratic through the mean overlaps above the floor, extrapolated to zero)
 was tried and dropped: at d = 250 the rise of phase retrieval starts 0.3 above 1/2 and its curvature
@@ -45,6 +47,11 @@ from seqphase.core.models import Layout, Method, Param, Variable, Work
 from seqphase.core.search import check_bracket
 
 N_BOOT = 400        # bootstrap resamples of the seeds per size
+# A final overlap above this comes from a GAMP run that diverged, not from an estimate: the overlaps are
+# normalised so that the signal's is ~1, and an estimate (a posterior mean) has a norm at most the prior's,
+# so |overlap| <= 1 + O(1/sqrt(d)) (SMI's raw |M22| reached 1.14 at d = 250). Such instances are left out of
+# the mean (multi-index z1 z2 at d = 250: 4 of 240 ended at 419-4196 and dominated their alpha's mean).
+DIVERGED = 2.0
 
 
 class OnsetWindowError(RuntimeError):
@@ -69,19 +76,35 @@ def crossing(alphas, means, d, level):
     return float(alphas[j] + f * (alphas[j + 1] - alphas[j]))
 
 
+def diverged(overlaps):
+    """Instances whose GAMP run diverged: a final overlap that is not finite or above DIVERGED."""
+    overlaps = np.asarray(overlaps, dtype=float)
+    return ~(np.isfinite(overlaps) & (overlaps <= DIVERGED))
+
+
 def onset_at_size(alphas, overlaps, d, *, level, rng, n_boot=N_BOOT):
     """(onset, s.e.) at one size from `overlaps` (alpha x seed, final overlaps of independent instances):
-    the crossing of the mean, and the standard deviation of the crossings of bootstrap resamples (each
-    alpha's seeds resampled with replacement)."""
+    the crossing of the mean over the instances that did not diverge, and the standard deviation of the
+    crossings of bootstrap resamples (each alpha's seeds resampled with replacement). Raises
+    OnsetWindowError when more than half the instances of some alpha diverged."""
     alphas, overlaps = np.asarray(alphas, dtype=float), np.asarray(overlaps, dtype=float)
     n_alpha, n = overlaps.shape
-    value = crossing(alphas, overlaps.mean(axis=1), d, level)
+    bad = diverged(overlaps)
+    worst = int(np.argmax(bad.sum(axis=1)))
+    if 2 * bad[worst].sum() > n:
+        raise OnsetWindowError(f"at d = {d}, alpha = {alphas[worst]:g} GAMP diverged on {int(bad[worst].sum())} of "
+                               f"{n} instances (final overlap > {DIVERGED:g} or not finite): damp it (damping)")
+    kept = np.where(bad, 0.0, overlaps)
+    value = crossing(alphas, kept.sum(axis=1) / (~bad).sum(axis=1), d, level)
     picks = rng.integers(0, n, size=(n_boot, n_alpha, n))
-    means = np.take_along_axis(overlaps[None], picks, axis=2).mean(axis=2)  # (n_boot, n_alpha)
+    sums = np.take_along_axis(kept[None], picks, axis=2).sum(axis=2)  # (n_boot, n_alpha)
+    counts = np.take_along_axis((~bad)[None], picks, axis=2).sum(axis=2)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = sums / counts  # NaN where a resample drew only diverged instances of an alpha
     boot = []
     for row in means:
         try:
-            boot.append(crossing(alphas, row, d, level))
+            boot.append(np.nan if np.isnan(row).any() else crossing(alphas, row, d, level))
         except OnsetWindowError:
             boot.append(np.nan)
     boot = np.asarray(boot)
@@ -176,6 +199,8 @@ class OnsetMethod(Method):
             out[f"{t}_gamp_chi2"] = Variable((), "f8", f"chi2 of the extrapolation of {t} (dof = sizes - 2)")
             out[f"{t}_gamp_d"] = Variable(("size",), "f8", f"onset of {t} at each size d (the rule of core/onset.py)")
             out[f"{t}_gamp_d_se"] = Variable(("size",), "f8", f"bootstrap standard error of {t}_gamp_d")
+            out[f"{t}_diverged"] = Variable(("size",), "i4", f"instances of the {t} window left out of the rule: "
+                                            f"GAMP diverged (final overlap > {DIVERGED:g} or not finite)")
             out[f"{t}_alpha"] = Variable((step,), "f8", f"the alphas of the {t} window")
             for obs in self.observables:
                 out[f"{t}_{obs}"] = Variable(per, "f8", f"final {obs} of each instance in the {t} window")
@@ -222,6 +247,7 @@ class OnsetMethod(Method):
             out[f"{t}_gamp"], out[f"{t}_gamp_se"], out[f"{t}_gamp_chi2"] = extrapolate(
                 sizes, onsets, ses, settings["correction"])
             out.update({f"{t}_gamp_d": onsets, f"{t}_gamp_d_se": ses, f"{t}_alpha": alphas,
+                        f"{t}_diverged": diverged(obs).sum(axis=(1, 2)),
                         f"{t}_n_iter": got["n_iter"], f"{t}_converged": got["converged"]})
             out.update({f"{t}_{k}": got[k] for k in self.observables})
         return out

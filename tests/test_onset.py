@@ -45,6 +45,32 @@ def test_bootstrap_errors_cover_the_crossing_of_the_mean_curve():
         assert 0.5 < np.std(values, ddof=1) / np.mean(ses) < 2.0
 
 
+def test_a_diverged_instance_is_left_out_of_the_mean():
+    """A GAMP run that diverged (final overlap 1e3, or NaN) says nothing of the onset: the rule's estimate
+    is the crossing of the means over the other seeds of each alpha, and its bootstrap stays finite.
+    Version 1 took the plain mean, which such runs moved by a window step (multi-index z1 z2 at d = 250,
+    docs/onset.md)."""
+    rng = np.random.default_rng(11)
+    alphas, d = np.linspace(0.4, 1.0, 13), 250
+    clean = synthetic(alphas, d, 16, rng)
+    broken = clean.copy()
+    broken[2, 5], broken[9, 0] = 1e3, np.nan  # below the onset and above it
+    value, se = onset.onset_at_size(alphas, broken, d, level=2.0, rng=np.random.default_rng(0), n_boot=200)
+    kept = [np.delete(row, [5] if j == 2 else [0] if j == 9 else []) for j, row in enumerate(broken)]
+    assert value == pytest.approx(onset.crossing(alphas, [row.mean() for row in kept], d, 2.0), rel=1e-12)
+    assert np.isfinite(se) and 0 < se < 0.1
+    assert list(onset.diverged(np.array([0.5, 1.9, 2.5, np.inf, np.nan]))) == [False, False, True, True, True]
+
+
+def test_an_alpha_where_most_runs_diverged_fails_the_point_with_its_reason():
+    rng = np.random.default_rng(12)
+    alphas, d = np.linspace(0.4, 1.0, 13), 250
+    overlaps = synthetic(alphas, d, 16, rng)
+    overlaps[6, :9] = np.inf  # 9 of 16
+    with pytest.raises(onset.OnsetWindowError, match="alpha = 0.7 GAMP diverged on 9 of 16"):
+        onset.onset_at_size(alphas, overlaps, d, level=2.0, rng=rng, n_boot=50)
+
+
 def test_a_shift_like_the_correction_is_removed_by_the_extrapolation():
     sizes = [250, 500, 1000, 2000]
     rng = np.random.default_rng(3)

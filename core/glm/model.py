@@ -297,8 +297,9 @@ class GLMModel(Model):
                                        doc="critical alphas, two ways each (v2: a graph of tasks, the SE "
                                            "bisections as k-sections of probes)",
                                        axes={"transition": "transitions"}, excludes=("alpha",)),
-                "onset": Onset(_ONSET_SETTINGS, version=1, doc="weak-recovery onset by GAMP at several sizes d, "
-                               "extrapolated d -> infinity", excludes=("alpha",)),
+                "onset": Onset(_ONSET_SETTINGS, version=2, doc="weak-recovery onset by GAMP at several sizes d, "
+                               "extrapolated d -> infinity (v2: diverged GAMP runs left out of the rule)",
+                               excludes=("alpha",)),
             },
         )
 

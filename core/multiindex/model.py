@@ -286,8 +286,9 @@ class MultiIndexModel(Model):
                 "threshold": Threshold(_THR, version=2, doc="grand staircase, two ways per stage (v2: a graph of "
                                                         "tasks, the bisections as k-sections of probes)",
                                        excludes=("alpha",)),
-                "onset": Onset(_ONSET, version=1, doc="weak-learnability onset by GAMP at several sizes d, "
-                               "extrapolated d -> infinity", excludes=("alpha",)),
+                "onset": Onset(_ONSET, version=2, doc="weak-learnability onset by GAMP at several sizes d, "
+                               "extrapolated d -> infinity (v2: diverged GAMP runs left out of the rule)",
+                               excludes=("alpha",)),
             },
         )
 

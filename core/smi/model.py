@@ -103,7 +103,7 @@ _GAMP = {
 # the onset method: GAMP's own settings (without d, n_seeds and the plug-in error's test set), more
 # iterations than the reference's 50 (next to an onset the overlap grows slowly: critical slowing down)
 _ONSET = {**onset.ONSET_SETTINGS, **onset.window_settings("alpha2", 0.1, 0.5, 9),
-          **onset.window_settings("alpha1", 0.5, 1.1, 13),
+          **onset.window_settings("alpha1", 0.5, 1.1, 7),
           **{k: v for k, v in _GAMP.items() if k not in ("d", "n_seeds", "n_gen")},
           "max_iter": _i("max_iter", "GAMP iterations at most (stops earlier at tol)", 150, 1, 10_000)}
 _SGD = {
@@ -388,8 +388,9 @@ class SMIModel(Model):
                                        "small-skip grid accepted by a local error estimate, strip box end "
                                        "fixed)",
                                        excludes=("alpha",)),
-                "onset": Onset(_ONSET, version=1, doc="alpha_2 and alpha_1 by GAMP at several sizes d, "
-                               "extrapolated d -> infinity", excludes=("alpha",)),
+                "onset": Onset(_ONSET, version=2, doc="alpha_2 and alpha_1 by GAMP at several sizes d, "
+                               "extrapolated d -> infinity (v2: diverged GAMP runs left out of the rule)",
+                               excludes=("alpha",)),
                 # alpha is a setting of sgd (not a grid dim): the log length depends on it
                 "sgd": SGD(_SGD, version=1, doc="layer-wise SGD experiment", excludes=("alpha",)),
             },

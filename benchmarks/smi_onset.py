@@ -1,0 +1,159 @@
+"""A part of one `smi-thresholds-gamp` point, run by the sweep's own works: the instances of one transition at
+some of the sweep's sizes, for the evidence tables of docs/smi.md before the whole point has been run.
+
+    python benchmarks/smi_onset.py run --skip 0.1 --transition alpha1 --sizes 250,500 [--seeds 16,8] [--workers 2]
+    python benchmarks/smi_onset.py table --skip 0.1 --transition alpha1
+
+`run` plans the shipped sweep at that skip (`--set` overrides as for `seqphase run`), takes the point's
+works (`OnsetMethod.tasks`: one GAMP instance per size, alpha and seed, each its own child of the point's
+SeedSequence) whose transition and size are asked for, and runs them in a process pool, smallest size
+first, one BLAS thread a process. Every finished instance is appended to
+benchmarks/results/onset/smi-c<skip>-<transition>.jsonl as it arrives (key, final overlaps, iterations,
+CPU-s), so an interrupted run keeps what it did, and a rerun skips the keys already there. The values are
+those the whole sweep point computes for the same keys: same streams, same settings.
+
+`--seeds N1,N2,...` runs only seeds 0 .. N-1 of each alpha at each size (a cheaper look at a large size); the
+instances run size by size, and seed by seed across the window, so a run cut short leaves whole seeds.
+`table` applies the onset rule (core/onset.py, the sweep's level and correction) to every size, on the seeds 0 .. n-1 that all
+its alphas have: the mean overlap per alpha, the per-size onset +- its bootstrap s.e., and the
+extrapolation d -> infinity over those sizes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = "1"  # before numpy: a BLAS thread pool per process only fights the other processes
+
+import numpy as np
+
+OUT = Path(__file__).resolve().parent / "results" / "onset"
+SWEEP = "smi-thresholds-gamp"
+
+
+def point(skip, overrides):
+    """(method, params, settings, the point's SeedSequence) of the sweep's point at `skip`."""
+    from seqphase.core.models import point_stream
+    from seqphase.sweeps.planner import plan_sweep
+    from seqphase.sweeps.spec import load_sweep
+
+    plan = plan_sweep(load_sweep(SWEEP, [f"skip={skip:g}"] + list(overrides)))
+    (pt,) = plan.points
+    params, settings = plan.point_inputs(pt)
+    return plan.model.method("onset"), params, settings, point_stream(plan.sweep.seed, pt.seed_key)
+
+
+def log_path(skip, transition):
+    return OUT / f"smi-c{skip:g}-{transition}.jsonl"
+
+
+def done_keys(path):
+    if not path.exists():
+        return {}
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return {row["key"]: row for row in rows}
+
+
+def _work(work):
+    start = time.process_time()
+    out = work.fn(**work.kwargs)
+    return work.key, out, time.process_time() - start
+
+
+def run(skip, transition, sizes, workers, overrides, seeds=None):
+    method, params, settings, stream = point(skip, overrides)
+    works = next(method.tasks(params, settings, stream))
+    # seeds: per size, only its first seeds of each alpha (keys ending in -s0 ... -s<seeds-1>)
+    seeds = dict(zip(sizes, seeds or [settings["n_seeds"]] * len(sizes)))
+    path = log_path(skip, transition)
+    OUT.mkdir(parents=True, exist_ok=True)
+    have = done_keys(path)
+
+    def parse(key):  # "<transition>-d<size>-a<step>-s<seed>" -> (size, seed, step)
+        _, d, a, s = key.rsplit("-", 3)
+        return int(d[1:]), int(s[1:]), int(a[1:])
+
+    todo = [w for w in works if w.key.startswith(f"{transition}-") and w.key not in have
+            and parse(w.key)[0] in seeds and parse(w.key)[1] < seeds[parse(w.key)[0]]]
+    # smallest size first, then seed by seed across the window: a run cut short leaves whole seeds
+    todo.sort(key=lambda w: (sizes.index(parse(w.key)[0]), parse(w.key)[1], parse(w.key)[2]))
+    print(f"skip {skip:g} {transition}: {len(todo)} instances to run ({len(have)} already there), sizes {sizes}",
+          flush=True)
+    started, cpu = time.time(), 0.0
+    with ProcessPoolExecutor(workers) as pool, open(path, "a") as fh:
+        futures = [pool.submit(_work, w) for w in todo]  # submitted in order: smallest size first
+        for k, fut in enumerate(as_completed(futures), 1):
+            key, out, seconds = fut.result()
+            cpu += seconds
+            fh.write(json.dumps({"key": key, **{n: float(v) for n, v in out.items()}, "cpu_s": seconds}) + "\n")
+            fh.flush()
+            if k % 16 == 0:
+                print(f"  {k}/{len(todo)} in {time.time() - started:.0f} s wall, {cpu:.0f} CPU-s", flush=True)
+    print(f"done: {len(todo)} instances, {time.time() - started:.0f} s wall, {cpu:.0f} CPU-s", flush=True)
+
+
+def table(skip, transition, overrides):
+    from seqphase.core import onset
+
+    method, params, settings, _ = point(skip, overrides)
+    alphas = method.windows(settings)[transition]
+    observable = method.transitions[transition]
+    rows = done_keys(log_path(skip, transition))
+    rng = np.random.default_rng(0)
+    sizes, onsets, ses = [], [], []
+    for d in settings["sizes"]:
+        # the seeds 0 .. n-1 that every alpha of this size has (a size may have been run on fewer seeds)
+        n = next((n for n in range(settings["n_seeds"], 1, -1)
+                  if all(f"{transition}-d{d}-a{j}-s{s}" in rows for j in range(len(alphas)) for s in range(n))), 0)
+        if not n:
+            continue
+        keys = [[f"{transition}-d{d}-a{j}-s{s}" for s in range(n)] for j in range(len(alphas))]
+        obs = np.array([[rows[k][observable] for k in row] for row in keys])
+        cpu = sum(rows[k]["cpu_s"] for row in keys for k in row)
+        print(f"d = {d:5d}, {n} seeds ({cpu:.0f} CPU-s): mean {observable} "
+              + " ".join(f"{a:.2f}: {m:.3f}" for a, m in zip(alphas, obs.mean(axis=1))))
+        print("          instances above the level: "
+              + " ".join(f"{int((o > settings['level'] / np.sqrt(d)).sum())}/{n}" for o in obs))
+        value, se = onset.onset_at_size(alphas, obs, d, level=settings["level"], rng=rng)
+        print(f"          onset {value:.3f} +- {se:.3f}")
+        sizes.append(d), onsets.append(value), ses.append(se)
+    if len(sizes) >= 2:
+        for correction in onset.CORRECTIONS:
+            inf, se, chi2 = onset.extrapolate(sizes, onsets, ses, correction)
+            print(f"{correction:7s} d = {sizes[0]}-{sizes[-1]}: {inf:.3f} +- {se:.3f} (chi2 {chi2:.1f})")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in ("run", "table"):
+        p = sub.add_parser(name)
+        p.add_argument("--skip", type=float, required=True)
+        p.add_argument("--transition", choices=("alpha1", "alpha2"), required=True)
+        p.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUES")
+        if name == "run":
+            p.add_argument("--sizes", required=True, help="comma-separated, a subset of the sweep's sizes")
+            p.add_argument("--workers", type=int, default=2)
+            p.add_argument("--seeds", default=None,
+                           help="comma-separated, one per size: only its first N seeds of each alpha")
+    args = parser.parse_args(argv)
+    if args.command == "run":
+        sizes = [int(v) for v in args.sizes.split(",")]
+        seeds = None if args.seeds is None else [int(v) for v in args.seeds.split(",")]
+        if seeds is not None and len(seeds) != len(sizes):
+            parser.error(f"--seeds gives {len(seeds)} counts for {len(sizes)} sizes")
+        run(args.skip, args.transition, sizes, args.workers, args.overrides, seeds)
+    else:
+        table(args.skip, args.transition, args.overrides)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
