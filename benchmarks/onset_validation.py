@@ -88,6 +88,8 @@ def run(case, workers, only=None):
 def overlaps_on_window(case):
     """{d: (the window's alphas, (alpha, seed) final overlaps)}, on the case's common window, or on each run's
     own where the case has none."""
+    from seqphase.core.onset import instance_key
+
     window, out = CASES[case]["window"], {}
     for stem in CASES[case]["runs"]:
         if not (OUT / f"{stem}.json").exists():
@@ -99,9 +101,8 @@ def overlaps_on_window(case):
         steps = range(len(alphas)) if window is None else [int(np.argmin(np.abs(alphas - a))) for a in window]
         assert window is None or np.allclose(alphas[steps], window)
         for d in s["sizes"]:
-            out[d] = alphas[list(steps)], np.array([[data["overlap"][f"alpha-d{d}-a{j}-s{k}"]
-                                                     for k in range(s["n_seeds"])]
-                               for j in steps])
+            out[d] = alphas[list(steps)], np.array([[data["overlap"][instance_key("alpha", d, j, k)]
+                                                     for k in range(s["n_seeds"])] for j in steps])
     return dict(sorted(out.items()))
 
 

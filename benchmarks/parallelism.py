@@ -90,6 +90,7 @@ def from_onset_runs():
     each instance of its grid (size, window alpha, seed) timed by the run's instance at that size and alpha."""
     import numpy as np
 
+    from seqphase.core.onset import parse_instance_key
     from seqphase.sweeps.planner import plan_sweep
     from seqphase.sweeps.spec import load_sweep
 
@@ -100,8 +101,8 @@ def from_onset_runs():
             s = data["settings"]
             alphas = np.linspace(s["alpha_lo"], s["alpha_hi"], s["alpha_n"])
             for key, seconds in data["cpu"].items():
-                _, d, a, k = key.rsplit("-", 3)
-                cpu[(int(d[1:]), round(float(alphas[int(a[1:])]), 6), int(k[1:]))] = seconds
+                _, d, step, seed = parse_instance_key(key)
+                cpu[(d, round(float(alphas[step]), 6), seed)] = seconds
         plan = plan_sweep(load_sweep(name))
         (point,) = plan.points
         settings = plan.sweep.settings

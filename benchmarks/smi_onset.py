@@ -34,6 +34,8 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import numpy as np
 
+from seqphase.core import onset
+
 OUT = Path(__file__).resolve().parent / "results" / "onset"
 SWEEP = "smi-thresholds-gamp"
 
@@ -75,15 +77,13 @@ def run(skip, transition, sizes, workers, overrides, seeds=None):
     path = log_path(skip, transition)
     OUT.mkdir(parents=True, exist_ok=True)
     have = done_keys(path)
-
-    def parse(key):  # "<transition>-d<size>-a<step>-s<seed>" -> (size, seed, step)
-        _, d, a, s = key.rsplit("-", 3)
-        return int(d[1:]), int(s[1:]), int(a[1:])
-
-    todo = [w for w in works if w.key.startswith(f"{transition}-") and w.key not in have
-            and parse(w.key)[0] in seeds and parse(w.key)[1] < seeds[parse(w.key)[0]]]
-    # smallest size first, then seed by seed across the window: a run cut short leaves whole seeds
-    todo.sort(key=lambda w: (sizes.index(parse(w.key)[0]), parse(w.key)[1], parse(w.key)[2]))
+    # smallest size first, then seed by seed across the window, so a run cut short leaves whole seeds
+    todo = []  # (order, work)
+    for w in works:
+        t, d, step, seed = onset.parse_instance_key(w.key)
+        if t == transition and w.key not in have and d in seeds and seed < seeds[d]:
+            todo.append(((sizes.index(d), seed, step), w))
+    todo = [w for _, w in sorted(todo, key=lambda pair: pair[0])]
     print(f"skip {skip:g} {transition}: {len(todo)} instances to run ({len(have)} already there), sizes {sizes}",
           flush=True)
     started, cpu = time.time(), 0.0
@@ -100,8 +100,6 @@ def run(skip, transition, sizes, workers, overrides, seeds=None):
 
 
 def table(skip, transition, overrides):
-    from seqphase.core import onset
-
     method, params, settings, _ = point(skip, overrides)
     alphas = method.windows(settings)[transition]
     observable = method.transitions[transition]
@@ -111,10 +109,11 @@ def table(skip, transition, overrides):
     for d in settings["sizes"]:
         # the seeds 0 .. n-1 that every alpha of this size has (a size may have been run on fewer seeds)
         n = next((n for n in range(settings["n_seeds"], 1, -1)
-                  if all(f"{transition}-d{d}-a{j}-s{s}" in rows for j in range(len(alphas)) for s in range(n))), 0)
+                  if all(onset.instance_key(transition, d, j, s) in rows
+                         for j in range(len(alphas)) for s in range(n))), 0)
         if not n:
             continue
-        keys = [[f"{transition}-d{d}-a{j}-s{s}" for s in range(n)] for j in range(len(alphas))]
+        keys = [[onset.instance_key(transition, d, j, s) for s in range(n)] for j in range(len(alphas))]
         obs = np.array([[rows[k][observable] for k in row] for row in keys])
         cpu = sum(rows[k]["cpu_s"] for row in keys for k in row)
         print(f"d = {d:5d}, {n} seeds ({cpu:.0f} CPU-s): mean {observable} "

@@ -133,6 +133,17 @@ def extrapolate(sizes, onsets, ses, correction="d^-1/3"):
     return float(beta[0]), float(math.sqrt(cov[0, 0]) * scale), chi2
 
 
+def instance_key(transition, d, step, seed):
+    """The name of one instance's work: "<transition>-d<size>-a<alpha step>-s<seed>"."""
+    return f"{transition}-d{d}-a{step}-s{seed}"
+
+
+def parse_instance_key(key):
+    """(transition, size, alpha step, seed) of an `instance_key`."""
+    transition, d, step, seed = key.rsplit("-", 3)
+    return transition, int(d[1:]), int(step[1:]), int(seed[1:])
+
+
 # -- the method ------------------------------------------------------------------------------------
 ONSET_SETTINGS = {
     "sizes": Param("sizes", "ints", "the dimensions d of the instances (at least two)", [250, 500, 1000],
@@ -225,7 +236,7 @@ class OnsetMethod(Method):
             for si, d in enumerate(sizes):
                 for j, alpha in enumerate(alphas):
                     for s in range(n):
-                        works.append(Work(f"{t}-d{d}-a{j}-s{s}", self.run_instance, {
+                        works.append(Work(instance_key(t, d, j, s), self.run_instance, {
                             "params": params, "settings": settings, "alpha": float(alpha), "d": int(d),
                             "stream": self.stream(seed_sequence, ti, si, j, s)}))
         results = yield works
@@ -237,7 +248,7 @@ class OnsetMethod(Method):
             for si, d in enumerate(sizes):
                 for j in range(len(alphas)):
                     for s in range(n):
-                        r = results[f"{t}-d{d}-a{j}-s{s}"]
+                        r = results[instance_key(t, d, j, s)]
                         for k in got:
                             got[k][si, j, s] = r[k]
             obs = got[self.transitions[t]]
