@@ -2,13 +2,14 @@
 some of the sweep's sizes, for the evidence tables of docs/smi.md before the whole point has been run.
 
     python benchmarks/smi_onset.py run --skip 0.1 --transition alpha1 --sizes 250,500 [--seeds 16,8] [--workers 2]
-    python benchmarks/smi_onset.py table --skip 0.1 --transition alpha1
+    python benchmarks/smi_onset.py table --skip 0.1 --transition alpha1 [--log FILE]
+    python benchmarks/smi_onset.py parts --skip 0.1 --store STORE
 
 `run` plans the shipped sweep at that skip (`--set` overrides as for `seqphase run`), takes the point's
 works (`OnsetMethod.tasks`: one GAMP instance per size, alpha and seed, each its own child of the point's
 SeedSequence) whose transition and size are asked for, and runs them in a process pool, smallest size
 first, one BLAS thread a process. Every finished instance is appended to
-benchmarks/results/onset/smi-c<skip>-<transition>.jsonl as it arrives (key, final overlaps, iterations,
+benchmarks/results/onset/smi-c<skip>-<transition>-v<onset method version>.jsonl as it arrives (key, final overlaps, iterations,
 CPU-s), so an interrupted run keeps what it did, and a rerun skips the keys already there. The values are
 those the whole sweep point computes for the same keys: same streams, same settings.
 
@@ -17,6 +18,11 @@ instances run size by size, and seed by seed across the window, so a run cut sho
 `table` applies the onset rule (core/onset.py, the sweep's level and correction) to every size, on the seeds 0 .. n-1 that all
 its alphas have: the mean overlap per alpha, the per-size onset +- its bootstrap s.e., and the
 extrapolation d -> infinity over those sizes.
+`parts` hands the instances of both transitions' logs at that skip to `seqphase run smi-thresholds-gamp
+--store STORE` as finished works of the point (results/parts.py, under the point's hash), so the sweep runs
+only the works not run here. It first reruns the smallest-size instance of each log through the point's
+own work and refuses (exit 1, nothing written) unless the logged overlaps are reproduced bit for bit:
+the log then belongs to this point, its settings and its method version.
 """
 
 from __future__ import annotations
@@ -53,7 +59,12 @@ def point(skip, overrides):
 
 
 def log_path(skip, transition):
-    return OUT / f"smi-c{skip:g}-{transition}.jsonl"
+    """The log of one transition at one skip, named with the onset method's version: a log made by other
+    code is never resumed or read as this version's."""
+    from seqphase.core.models import get_model
+
+    version = get_model("smi").method("onset").version
+    return OUT / f"smi-c{skip:g}-{transition}-v{version}.jsonl"
 
 
 def done_keys(path):
@@ -99,11 +110,11 @@ def run(skip, transition, sizes, workers, overrides, seeds=None):
     print(f"done: {len(todo)} instances, {time.time() - started:.0f} s wall, {cpu:.0f} CPU-s", flush=True)
 
 
-def table(skip, transition, overrides):
+def table(skip, transition, overrides, log=None):
     method, params, settings, _ = point(skip, overrides)
     alphas = method.windows(settings)[transition]
     observable = method.transitions[transition]
-    rows = done_keys(log_path(skip, transition))
+    rows = done_keys(Path(log) if log else log_path(skip, transition))
     rng = np.random.default_rng(0)
     sizes, onsets, ses = [], [], []
     for d in settings["sizes"]:
@@ -129,13 +140,55 @@ def table(skip, transition, overrides):
             print(f"{correction:7s} d = {sizes[0]}-{sizes[-1]}: {inf:.3f} +- {se:.3f} (chi2 {chi2:.1f})")
 
 
+def parts(skip, store, overrides):
+    from seqphase.results.parts import Parts
+    from seqphase.results.store import Store
+    from seqphase.sweeps.planner import plan_sweep
+    from seqphase.sweeps.spec import load_sweep
+
+    method, params, settings, stream = point(skip, overrides)
+    works = {w.key: w for w in next(method.tasks(params, settings, stream))}
+    (pt,) = plan_sweep(load_sweep(SWEEP, [f"skip={skip:g}"] + list(overrides))).points
+    rows = {}
+    for transition in method.transitions:
+        logged = done_keys(log_path(skip, transition))
+        if not logged:
+            continue
+        foreign = sorted(set(logged) - set(works))
+        if foreign:
+            print(f"{log_path(skip, transition)}: {len(foreign)} keys are not works of this point "
+                  f"(e.g. {foreign[0]}): nothing written", file=sys.stderr)
+            return 1
+        key = min(logged, key=lambda k: onset.parse_instance_key(k)[1:])  # smallest size, first alpha and seed
+        _, out, _ = _work(works[key])
+        if any(float(out[k]) != logged[key][k] for k in out):
+            print(f"{key}: the logged values {({k: logged[key][k] for k in out})} are not reproduced ({out}): "
+                  "the log was made under other settings or another method version; nothing written",
+                  file=sys.stderr)
+            return 1
+        rows.update(logged)
+        types = {k: type(v) for k, v in out.items()}  # the work's own result: its keys and types
+    Store(store).check(create=True)  # a new store, or one of seqphase's (StoreError otherwise)
+    kept = Parts(store, SWEEP)
+    for key, row in rows.items():
+        kept.save(pt.hash, key, {k: cast(row[k]) for k, cast in types.items()})
+    print(f"{len(rows)} of the point's {len(works)} works handed to {store} (point {pt.hash[:12]}); "
+          f"{len(works) - len(rows)} left for `seqphase run {SWEEP} --set skip={skip:g} --store {store}`")
+    return 0
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    for name in ("run", "table"):
+    for name in ("run", "table", "parts"):
         p = sub.add_parser(name)
         p.add_argument("--skip", type=float, required=True)
-        p.add_argument("--transition", choices=("alpha1", "alpha2"), required=True)
+        if name == "parts":
+            p.add_argument("--store", required=True, help="the zarr store `seqphase run` will write")
+        else:
+            p.add_argument("--transition", choices=("alpha1", "alpha2"), required=True)
+        if name == "table":
+            p.add_argument("--log", default=None, help="another log than this version's (e.g. an earlier version's)")
         p.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUES")
         if name == "run":
             p.add_argument("--sizes", required=True, help="comma-separated, a subset of the sweep's sizes")
@@ -149,8 +202,10 @@ def main(argv=None):
         if seeds is not None and len(seeds) != len(sizes):
             parser.error(f"--seeds gives {len(seeds)} counts for {len(sizes)} sizes")
         run(args.skip, args.transition, sizes, args.workers, args.overrides, seeds)
+    elif args.command == "parts":
+        return parts(args.skip, args.store, args.overrides)
     else:
-        table(args.skip, args.transition, args.overrides)
+        table(args.skip, args.transition, args.overrides, args.log)
     return 0
 
 

@@ -6,8 +6,9 @@ yields (`observables`), which transition each one signals (`transitions`: name -
 one instance runs (`run_instance`). Everything else is written once here: the works (one per size d,
 alpha of the transition's window and seed), the rule, the extrapolation and the stored layout.
 
-The rule (onset method version 2), per transition and size d, on the final overlap of `n_seeds`
-independent instances at each alpha of a uniform window [lo, hi]:
+The rule (onset method version 2 of every family; smi's version 3 changed its channel, not the rule), per
+transition and size d, on the final overlap of `n_seeds` independent instances at each alpha of a uniform
+window [lo, hi]:
 
 1. the mean overlap m_d(alpha) over the seeds whose GAMP run did not diverge (final overlap finite and
    <= DIVERGED = 2; version 1 had no such guard; more than half diverged at an alpha fails the point);

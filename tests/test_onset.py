@@ -1,6 +1,7 @@
 """The finite-size onset rule (core/onset.py) on curves with a known onset, its refusals, and the method
 end to end on the GLM (phase retrieval, weak recovery at alpha = 1/2) at small sizes."""
 
+import json
 import math
 
 import numpy as np
@@ -184,3 +185,53 @@ def test_the_phase_diagram_draws_the_onset_companion():
     labels = [text.get_text() for text in fig.axes[0].get_legend().get_texts()]
     assert any("alpha_2$ GAMP" in label for label in labels) and any("alpha_1$ GAMP" in label for label in labels)
     plt.close(fig)
+
+
+def _smi_onset_script(monkeypatch, out):
+    """benchmarks/smi_onset.py as a module, writing its logs under `out`."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "smi_onset.py"
+    spec = importlib.util.spec_from_file_location("smi_onset_script", path)
+    script = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, script)  # its process pool pickles _work by module name
+    spec.loader.exec_module(script)
+    monkeypatch.setattr(script, "OUT", out)
+    return script
+
+
+def test_benchmark_instances_are_handed_to_the_sweep_as_the_points_own_works(tmp_path, monkeypatch, capsys):
+    """`smi_onset.py parts`: the instances logged by `run` become finished works of the smi-thresholds-gamp point
+    under its hash, each equal to what the point's own work returns; a log that the work does not reproduce
+    is refused and nothing is written."""
+    import pickle
+
+    from seqphase.results.parts import Parts
+    from seqphase.sweeps.planner import plan_sweep
+    from seqphase.sweeps.spec import load_sweep
+
+    script = _smi_onset_script(monkeypatch, tmp_path / "logs")
+    tiny = ["sizes=20,30", "n_seeds=2", "alpha1_n=2", "max_iter=4"]
+    script.run(1.0, "alpha1", [20, 30], 1, tiny)
+    store = tmp_path / "s.zarr"
+    assert script.parts(1.0, str(store), tiny) == 0
+    (point,) = plan_sweep(load_sweep("smi-thresholds-gamp", ["skip=1"] + tiny)).points
+    method, params, settings, stream = script.point(1.0, tiny)
+    works = {w.key: w for w in next(method.tasks(params, settings, stream))}
+    kept = Parts(store, "smi-thresholds-gamp").load(point.hash)
+    assert sorted(kept) == sorted(k for k in works if k.startswith("alpha1-"))  # 2 sizes x 2 alphas x 2 seeds
+    for key, result in kept.items():
+        assert pickle.dumps(result) == pickle.dumps(works[key].fn(**works[key].kwargs)), key
+
+    # the verified instance (smallest size, first alpha and seed) logged with another overlap
+    log = script.log_path(1.0, "alpha1")
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    for row in rows:
+        if row["key"] == onset.instance_key("alpha1", 20, 0, 0):
+            row["overlap_1"] += 0.5
+    log.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    other = tmp_path / "other.zarr"
+    assert script.parts(1.0, str(other), tiny) == 1
+    assert "not reproduced" in capsys.readouterr().err and not other.exists()

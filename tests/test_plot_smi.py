@@ -280,3 +280,23 @@ def test_plot_of_a_sweep_with_nothing_done(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "smi-sgd: no finished point to plot (1 pending)" in err[0]
     assert not png.exists()
+
+
+def test_se_figure_overlays_every_eps_of_the_noiseless_sweep(tmp_path):
+    """smi-2layer-se-noiseless stores eps as a grid axis: its figure opens with one panel holding Q_11 and
+    Q_22 of every eps (each curve the dataset's own values), then one panel per eps as for any SE sweep."""
+    path = tmp_path / "noiseless.zarr"
+    name = _run(path, shipped_specs()["smi-2layer-se-noiseless"],
+                ["alpha=0.8,1.2", "method.eps=1e-3,1e-4", "method.n_mc=64", "method.max_iter=3",
+                 "method.n_error=1000"])
+    ds = open_results(name, path)
+    fig = make_figure(ds)
+    overlay = _axis(fig, "every eps")
+    for eps in (1e-3, 1e-4):
+        cell = ds.sel(eps=eps, skip=1.0, depth=2.0)
+        for layer in (1, 2):
+            (line,) = _by_label(overlay, f"$Q_{{{layer}{layer}}}$, eps = {eps:g}")
+            assert np.array_equal(line.get_xdata(), cell["alpha"].values)
+            assert np.array_equal(line.get_ydata(), cell["overlap"].sel(row=layer, col=layer).values)
+    assert "reference code" in _by_label(overlay, "eps = 0.001")[0].get_label()
+    assert len([a for a in fig.axes if a.get_ylabel() == r"overlap $Q_{\ell\ell}$"]) == 2  # the per-eps panels

@@ -5,7 +5,9 @@
   with only the last layer learned (dashed). Beside them: the published curves of the 2-layer c = 1 SE
   (`BO_2w.csv` markers, `gen_error_BO_2w*.csv` thin grey lines); the final-iteration |M_ll| and
   plug-in error of a GAMP companion (`gamp_sweep`, mean +- s.e. over seeds); background bands split at
-  alpha_2 and alpha_1 of a threshold companion (`thresholds_sweep`).
+  alpha_2 and alpha_1 of a threshold companion (`thresholds_sweep`). With eps as a grid axis
+  (`smi-2layer-se-noiseless`) a first panel per skip overlays Q_ll of every eps (colour: eps; line style:
+  layer), the approach to the noiseless model; the per-eps panels follow.
 - `plot_thresholds` (Fig. 1 right): alpha_2(c) and alpha_1(c) versus the skip c, by stability (line,
   +- s.e.) and SE bisection (crosses); the regions where nothing, the last layer, both layers are
   learned; the published `alpha_critical.csv` curves dashed.
@@ -34,6 +36,7 @@ import numpy as np
 from seqphase.core.figures import published_columns
 
 LAYER_COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown")
+EPS_COLORS = ("tab:red", "tab:olive", "tab:cyan", "tab:blue", "tab:purple", "tab:gray")  # the eps overlay
 REGION_COLORS = {"none": "0.55", "last": "tab:red", "both": "tab:blue"}
 ALPHA2_COLOR, ALPHA1_COLOR = "darkred", "navy"
 PUBLISHED_SKIP, PUBLISHED_DEPTH = 1.0, 2  # the published SE curves are those of the 2-layer, c = 1 model
@@ -175,12 +178,39 @@ def _settings(ds):
 
 # -- SE: Fig. 1 left / Fig. 3 left ----------------------------------------------------------------
 def plot_se(plt, ds, companions):
+    """One panel per point of the swept dims but alpha; with eps as a grid axis (smi-2layer-se-noiseless)
+    first one panel per skip with every eps overlaid, the approach to the noiseless model."""
     cells = list(_cells(ds, keep=("alpha",)))
-    fig, axes = _grid(plt, len(cells), 7.5, 7.0)
-    for ax, (_, sub, fixed) in zip(axes, cells):
+    overlays = list(_cells(ds, keep=("alpha", "eps"))) if ds.sizes.get("eps", 1) > 1 else []
+    fig, axes = _grid(plt, len(overlays) + len(cells), 7.5, 7.0)
+    for ax, (_, sub, fixed) in zip(axes, overlays):
+        _eps_panel(ax, sub)
+        ax.set_title(f"{_describe(fixed)}: every eps (eps -> 0: the noiseless model)", fontsize=9)
+    for ax, (_, sub, fixed) in zip(axes[len(overlays):], cells):
         _se_panel(ax, sub, fixed, companions)
         ax.set_title(_describe(fixed), fontsize=9)
     return fig
+
+
+def _eps_panel(ax, sub):
+    """Q_ll against alpha for every eps of `sub` (dims eps, alpha): colour by eps, line style by layer."""
+    alphas = sub["alpha"].values
+    layers = _layers(sub["overlap"])
+    styles = ("-", "--", ":", "-.")
+    for k_eps, eps in enumerate(sub["eps"].values):
+        colour = EPS_COLORS[k_eps % len(EPS_COLORS)]
+        one = sub.sel(eps=eps)
+        if not one["status"].notnull().any():
+            continue
+        note = " (reference code)" if np.isclose(eps, 1e-3) else ""
+        for k, layer in enumerate(layers):
+            ax.plot(*_finite(alphas, _diag(one["overlap"], layer).values), styles[k % len(styles)], lw=1.6,
+                    marker="o", ms=3, color=colour, label=f"$Q_{{{layer}{layer}}}$, eps = {eps:g}{note}")
+    ax.set_ylim(-0.03, 1.05)
+    ax.set_xlabel(r"$\alpha = n/d$")
+    ax.set_ylabel(r"overlap $Q_{\ell\ell}$, every eps")
+    ax.legend(fontsize=6.5, ncol=2)
+    ax.grid(alpha=0.3)
 
 
 def _se_panel(ax, sub, fixed, companions):

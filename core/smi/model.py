@@ -372,24 +372,26 @@ class SMIModel(Model):
                 "depth": Param("depth", "choice", "number of attention layers (3: se only)", 2, choices=(2, 3)),
             },
             methods={
-                "se": SE(_SE, version=5, doc="Bayes-optimal SE, plug-in and Bayes errors (v3: coarse-to-fine "
+                "se": SE(_SE, version=6, doc="Bayes-optimal SE, plug-in and Bayes errors (v3: coarse-to-fine "
                                              "transient; v4: small-skip posterior, channels.py; v5: small-skip "
                                              "grid accepted by a local error estimate, strip box end fixed, z2 "
-                                             "chart for V22 < 1e-3 (posterior_z2.py: eps < 1e-3 only))"),
-                "gamp": GAMP(_GAMP, version=3, doc="GAMP at finite d, damping-consistent Onsager term "
+                                             "chart for V22 < 1e-3 (posterior_z2.py: eps < 1e-3 only); v6: "
+                                             "small-skip grid refined per axis)"),
+                "gamp": GAMP(_GAMP, version=4, doc="GAMP at finite d, damping-consistent Onsager term "
                                                  "(v2: small-skip posterior; v3: small-skip grid accepted by a "
                                                  "local error estimate, strip box end fixed, z2 chart for "
-                                                 "V22 < 1e-3)"),
-                "threshold": Threshold(_THR, version=7, doc="alpha_2 and alpha_1, stability and SE-map growth rate "
+                                                 "V22 < 1e-3; v4: small-skip grid refined per axis)"),
+                "threshold": Threshold(_THR, version=8, doc="alpha_2 and alpha_1, stability and SE-map growth rate "
                                        "(v3: two-stage K11 root, walking bisection bracket; v4: small-skip "
                                        "posterior; v5: both routes on one point set, growth-rate rule, "
                                        "layer-2 curve parametrised by q; v6: a graph of works: Monte Carlo "
                                        "blocks, routes side by side, searches in rounds of k probes; v7: "
                                        "small-skip grid accepted by a local error estimate, strip box end "
-                                       "fixed)",
+                                       "fixed; v8: small-skip grid refined per axis)",
                                        excludes=("alpha",)),
-                "onset": Onset(_ONSET, version=2, doc="alpha_2 and alpha_1 by GAMP at several sizes d, "
-                               "extrapolated d -> infinity (v2: diverged GAMP runs left out of the rule)",
+                "onset": Onset(_ONSET, version=3, doc="alpha_2 and alpha_1 by GAMP at several sizes d, "
+                               "extrapolated d -> infinity (v2: diverged GAMP runs left out of the rule; v3: "
+                               "small-skip grid refined per axis)",
                                excludes=("alpha",)),
                 # alpha is a setting of sgd (not a grid dim): the log length depends on it
                 "sgd": SGD(_SGD, version=1, doc="layer-wise SGD experiment", excludes=("alpha",)),

@@ -204,6 +204,30 @@ def test_roughness_estimate_matches_the_midpoint_error_on_a_gaussian():
     assert ests[0] > ests[1] > ests[2]
 
 
+def test_roughness_per_axis_names_the_axis_to_refine():
+    """`_roughness_axes` splits the estimate by direction: on a Gaussian 0.45 cells wide along one axis and 3
+    cells along the other the narrow axis carries the error (the wide one's terms are < 1e-17 of a cell's
+    weight), the total is `_roughness`'s, and transposing the grid swaps the two. `_next_sizes` then halves
+    the step of the rough axis alone, keeps the other's on the shrunk box, and never goes below n0 cells
+    or above the caps (the strip refinement of posterior.py)."""
+    from seqphase.core.smi.posterior import _next_sizes, _roughness, _roughness_axes, _weigh
+
+    n = 41
+    i = np.arange(n) - n // 2
+    lw = -(i[:, None] ** 2 / (2 * 3.0 ** 2) + i[None, :] ** 2 / (2 * 0.45 ** 2))
+    for buf, rough in ((np.stack([lw, lw], -1), 1), (np.stack([lw.T, lw.T], -1), 0)):
+        axes = np.empty(3)
+        total = _roughness_axes(buf.copy(), n, n, 0.0, axes)
+        assert total == _roughness(buf.copy(), n, n, 0.0)
+        assert axes[rough] > 0 and axes[1 - rough] < 1e-12 * axes[rough] and axes[2] < 1e-12 * axes[rough]
+        _, tot = _weigh(buf.copy(), n, n, 0.0)
+        tol = 0.1 * total / tot
+        sizes = _next_sizes(40, 100, 1.0, 0.5, axes, tot, tol, 40, 160, 640)
+        assert sizes == ((40, 100) if rough else (80, 50))
+    assert _next_sizes(40, 400, 1.0, 1.0, np.array([0.0, 1.0, 0.0]), 1.0, 1e-4, 40, 160, 640) == (40, 640)
+    assert _next_sizes(40, 100, 0.1, 0.1, np.array([1.0, 1.0, 0.0]), 1.0, 1e-4, 40, 160, 640) == (40, 40)
+
+
 @pytest.mark.parametrize("c", [0.01, 1e-4])
 def test_small_skip_posterior_at_gamp_cavities(c):
     """The strip-coordinate grid and its acceptance rule (30 effective cells and the local error estimate
