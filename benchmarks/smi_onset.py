@@ -47,7 +47,7 @@ SWEEP = "smi-thresholds-gamp"
 
 
 def point(skip, overrides):
-    """(method, params, settings, the point's SeedSequence) of the sweep's point at `skip`."""
+    """(method, params, settings, the point's SeedSequence, its hash) of the sweep's point at `skip`."""
     from seqphase.core.models import point_stream
     from seqphase.sweeps.planner import plan_sweep
     from seqphase.sweeps.spec import load_sweep
@@ -55,7 +55,7 @@ def point(skip, overrides):
     plan = plan_sweep(load_sweep(SWEEP, [f"skip={skip:g}"] + list(overrides)))
     (pt,) = plan.points
     params, settings = plan.point_inputs(pt)
-    return plan.model.method("onset"), params, settings, point_stream(plan.sweep.seed, pt.seed_key)
+    return plan.model.method("onset"), params, settings, point_stream(plan.sweep.seed, pt.seed_key), pt.hash
 
 
 def log_path(skip, transition):
@@ -81,7 +81,7 @@ def _work(work):
 
 
 def run(skip, transition, sizes, workers, overrides, seeds=None):
-    method, params, settings, stream = point(skip, overrides)
+    method, params, settings, stream, _ = point(skip, overrides)
     works = next(method.tasks(params, settings, stream))
     # seeds: per size, only its first seeds of each alpha (keys ending in -s0 ... -s<seeds-1>)
     seeds = dict(zip(sizes, seeds or [settings["n_seeds"]] * len(sizes)))
@@ -111,7 +111,7 @@ def run(skip, transition, sizes, workers, overrides, seeds=None):
 
 
 def table(skip, transition, overrides, log=None):
-    method, params, settings, _ = point(skip, overrides)
+    method, params, settings, _, _ = point(skip, overrides)
     alphas = method.windows(settings)[transition]
     observable = method.transitions[transition]
     rows = done_keys(Path(log) if log else log_path(skip, transition))
@@ -143,20 +143,18 @@ def table(skip, transition, overrides, log=None):
 def parts(skip, store, overrides):
     from seqphase.results.parts import Parts
     from seqphase.results.store import Store
-    from seqphase.sweeps.planner import plan_sweep
-    from seqphase.sweeps.spec import load_sweep
 
-    method, params, settings, stream = point(skip, overrides)
+    method, params, settings, stream, point_hash = point(skip, overrides)
     works = {w.key: w for w in next(method.tasks(params, settings, stream))}
-    (pt,) = plan_sweep(load_sweep(SWEEP, [f"skip={skip:g}"] + list(overrides))).points
     rows = {}
     for transition in method.transitions:
-        logged = done_keys(log_path(skip, transition))
+        path = log_path(skip, transition)
+        logged = done_keys(path)
         if not logged:
             continue
         foreign = sorted(set(logged) - set(works))
         if foreign:
-            print(f"{log_path(skip, transition)}: {len(foreign)} keys are not works of this point "
+            print(f"{path}: {len(foreign)} keys are not works of this point "
                   f"(e.g. {foreign[0]}): nothing written", file=sys.stderr)
             return 1
         key = min(logged, key=lambda k: onset.parse_instance_key(k)[1:])  # smallest size, first alpha and seed
@@ -171,8 +169,8 @@ def parts(skip, store, overrides):
     Store(store).check(create=True)  # a new store, or one of seqphase's (StoreError otherwise)
     kept = Parts(store, SWEEP)
     for key, row in rows.items():
-        kept.save(pt.hash, key, {k: cast(row[k]) for k, cast in types.items()})
-    print(f"{len(rows)} of the point's {len(works)} works handed to {store} (point {pt.hash[:12]}); "
+        kept.save(point_hash, key, {k: cast(row[k]) for k, cast in types.items()})
+    print(f"{len(rows)} of the point's {len(works)} works handed to {store} (point {point_hash[:12]}); "
           f"{len(works) - len(rows)} left for `seqphase run {SWEEP} --set skip={skip:g} --store {store}`")
     return 0
 

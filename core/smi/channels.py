@@ -58,7 +58,7 @@ class Resolution:
     # dg 6% with 30, 2.4% with 100, 3e-4 with 300, against a 2000^2 grid; docs/smi.md). 300 effective cells
     # (until commit b1eb086; neff_strip = 300, tol_strip = 0 restore it) were almost never reached by a
     # level-0 grid: 3-5 grids a sample. Now: 30 effective cells and the local error estimate of
-    # `posterior._roughness` <= tol_strip of the total weight (docs/smi.md "Acceptance by a local error
+    # `posterior._roughness_axes` <= tol_strip of the total weight (docs/smi.md "Acceptance by a local error
     # estimate": 288 samples against the dense grid, the worst error of g per skip no larger than the
     # 300-cell rule's except at c = 0.1, 2.8e-4 against 1e-9; 4-7x fewer cells at c = 0.1)
     neff_strip: float = 30.0

@@ -19,7 +19,7 @@ express without evaluating the finest grid everywhere):
    `_emap`), G x (G + ~30-45) cells;
 2. if the grid resolves the posterior, done: on the plain grid when the effective number of cells
    (sum w)^2 / sum w^2 is >= `neff` (30); in strip coordinates when it is >= `neff` (30) AND the local
-   error estimate of `_roughness` (each cell's weight times the midpoint rule's error on a Gaussian of
+   error estimate of `_roughness_axes` (each cell's weight times the midpoint rule's error on a Gaussian of
    the curvature that the log-weight's second differences show there) is <= `tol` (1e-4) of the total
    weight (until commit b1eb086: 300 effective cells, which almost no level-0 grid reached at small
    skips, so almost every sample was zoomed 2-4 times; docs/smi.md "Acceptance by a local error
@@ -48,7 +48,7 @@ from numba import njit
 
 BOX_SIGMAS = 6.5
 MASS_CUT = 1e-13
-ROUGH_CUT = 1e-12  # `_roughness` skips cells lighter than this fraction of the peak
+ROUGH_CUT = 1e-12  # `_roughness_axes` skips cells lighter than this fraction of the peak
 RHO_MAX = 0.5  # strip coordinates only for rho < RHO_MAX (`_emap` needs rho < 1/2); else the plain grid
 
 
@@ -197,12 +197,6 @@ def _roughness_axes(buf, na, nb, top, axes):
 
 
 @njit(cache=True)
-def _roughness(buf, na, nb, top):
-    """The total of `_roughness_axes` alone."""
-    return _roughness_axes(buf, na, nb, top, np.empty(3))
-
-
-@njit(cache=True)
 def _next_sizes(na, nb, shrink0, shrink1, axes, tot, tol, n0, cap0, cap1):
     """Cells per axis of the next strip-coordinate grid after one that failed on roughness: each axis keeps
     its step on the shrunk box (n x the box's shrink), an axis whose own error estimate (with the mixed
@@ -331,15 +325,14 @@ def _mass_box(buf, xb, lo0, lo1, h0, h1, na, nb, side0, side1, which):
 
 
 @njit(cache=True)
-def _refine(acc, buf, zb, xb, box, u0, u1, om, P, c, rho, B, n0, na, nb, neff, tol, max_level):
+def _refine(acc, buf, zb, xb, axes, box, u0, u1, om, P, c, rho, B, n0, na, nb, neff, tol, max_level):
     """Re-grid `box` (na x nb cells first) until the grid resolves its mass (the acceptance of level 0), or
-    max_level grids. A grid short of effective cells is re-gridded on its mass box with the same cells,
+    max_level grids (`axes`: scratch for the per-axis error estimates). A grid short of effective cells is re-gridded on its mass box with the same cells,
     both axes doubled (up to 4 n0) when the box does not shrink (a ridge); the plain grid (tol = 0) has
     only this rule. In strip coordinates (tol > 0) a grid that fails the error estimate is refined per axis
     by the axes' own estimates (`_next_sizes`; up to 4 n0 cells in m and 16 n0 in t; until gamp version 4
     / SE version 6 / threshold version 8 / onset version 3 both axes were doubled there too)."""
     lo0, hi0, lo1, hi1 = box[0], box[1], box[2], box[3]
-    axes = np.empty(3)
     cap0 = 4 * n0
     cap1 = 16 * n0 if tol > 0.0 else 4 * n0
     for level in range(max_level):
@@ -360,6 +353,21 @@ def _refine(acc, buf, zb, xb, box, u0, u1, om, P, c, rho, B, n0, na, nb, neff, t
             na = max(na, min(2 * na, cap0))
             nb = max(nb, min(2 * nb, cap0))
         lo0, hi0, lo1, hi1 = a0, b0, a1, b1
+
+
+@njit(cache=True)
+def _zoom(acc, buf, zb, xb, axes, scratch, box, lo0, hi0, lo1, hi1, u0, u1, om, P, c, rho, B, n0, nb, h, h1, tot,
+          rough, neff, tol, max_level):
+    """`_refine` one mass box [lo0, hi0] x [lo1, hi1] of the level-0 grid (n0 x nb cells of h x h1). In strip
+    coordinates a level 0 that failed the error estimate (`rough`, its per-axis estimates in `axes`, left
+    as they are: `_refine` works in `scratch`) starts the box at least as fine as level 0, per axis
+    (`_next_sizes`); otherwise at n0 x n0 cells."""
+    box[0], box[1], box[2], box[3] = lo0, hi0, lo1, hi1
+    na, nb1 = n0, n0
+    if rough:
+        na, nb1 = _next_sizes(n0, nb, (hi0 - lo0) / (n0 * h), (hi1 - lo1) / (nb * h1), axes, tot, tol, n0,
+                              buf.shape[0], buf.shape[1])
+    _refine(acc, buf, zb, xb, scratch, box, u0, u1, om, P, c, rho, B, n0, na, nb1, neff, tol, max_level)
 
 
 def strip_map(c, sd1, n0):
@@ -385,7 +393,8 @@ def posterior_2layer(u, om, P, sd1, c, n0, neff, tol, max_level, rho, B):
     buf = np.empty((n_max, n_t, 2))
     zb = np.empty((n_max, n_t, 2))
     xb = np.empty((n_max, n_t, 2))
-    axes = np.empty(3)
+    axes = np.empty(3)  # level 0's per-axis error estimates
+    scratch = np.empty(3)  # the zoom's
     logZ = np.empty(N)
     mean = np.empty((N, 4))
     second = np.empty((N, 4, 4))
@@ -435,19 +444,11 @@ def posterior_2layer(u, om, P, sd1, c, n0, neff, tol, max_level, rho, B):
             if overlap:
                 a0, b0, a1, b1 = min(a0, c0), max(b0, d0), min(a1, c1), max(b1, d1)
             rough = tol > 0.0 and bad > tol * tot
-            box[0], box[1], box[2], box[3] = a0, b0, a1, b1
-            na, nb1 = n0, n0
-            if rough:  # strip coordinates: start the box at least as fine as level 0, per axis (`_next_sizes`)
-                na, nb1 = _next_sizes(n0, nb, (b0 - a0) / (n0 * h), (b1 - a1) / (nb * h1), axes, tot, tol, n0,
-                                      n_max, n_t)
-            _refine(acc, buf, zb, xb, box, u0, u1, o, P, c, rho, B, n0, na, nb1, neff, tol, max_level)
+            _zoom(acc, buf, zb, xb, axes, scratch, box, a0, b0, a1, b1, u0, u1, o, P, c, rho, B, n0, nb, h, h1,
+                  tot, rough, neff, tol, max_level)
             if fb and not overlap:
-                box[0], box[1], box[2], box[3] = c0, d0, c1, d1
-                na, nb1 = n0, n0
-                if rough:
-                    na, nb1 = _next_sizes(n0, nb, (d0 - c0) / (n0 * h), (d1 - c1) / (nb * h1), axes, tot, tol, n0,
-                                          n_max, n_t)
-                _refine(acc, buf, zb, xb, box, u0, u1, o, P, c, rho, B, n0, na, nb1, neff, tol, max_level)
+                _zoom(acc, buf, zb, xb, axes, scratch, box, c0, d0, c1, d1, u0, u1, o, P, c, rho, B, n0, nb, h, h1,
+                      tot, rough, neff, tol, max_level)
         logZ[k] = acc[0] + math.log(acc[1])
         for a in range(4):
             mean[k, a] = acc[2 + a] / acc[1]
