@@ -166,6 +166,10 @@ def parts(skip, store, overrides):
             return 1
         rows.update(logged)
         types = {k: type(v) for k, v in out.items()}  # the work's own result: its keys and types
+    if not rows:
+        print(f"no log of this version at skip {skip:g} ({log_path(skip, 'alpha1').name}, ...): run `smi_onset.py "
+              "run` first; nothing written", file=sys.stderr)
+        return 1
     Store(store).check(create=True)  # a new store, or one of seqphase's (StoreError otherwise)
     kept = Parts(store, SWEEP)
     for key, row in rows.items():

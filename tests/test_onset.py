@@ -214,6 +214,8 @@ def test_benchmark_instances_are_handed_to_the_sweep_as_the_points_own_works(tmp
 
     script = _smi_onset_script(monkeypatch, tmp_path / "logs")
     tiny = ["sizes=20,30", "n_seeds=2", "alpha1_n=2", "max_iter=4"]
+    assert script.parts(1.0, str(tmp_path / "none.zarr"), tiny) == 1  # no log yet: nothing to hand
+    assert "no log" in capsys.readouterr().err and not (tmp_path / "none.zarr").exists()
     script.run(1.0, "alpha1", [20, 30], 1, tiny)
     store = tmp_path / "s.zarr"
     assert script.parts(1.0, str(store), tiny) == 0
