@@ -1,8 +1,9 @@
 """Reading results: `open_results` gives the labelled Dataset, `to_frame` the flat table of `query`.
 
 The flat table has one row per stored point (and per `seed` and per `iteration` (GAMP), `epoch` or
-`step` (GD) where the method has them), a column per coordinate and per scalar variable; a p x p
-variable X appears as X_i_j (1-based).
+`step` (GD) where a variable of the table has them), a column per coordinate and per scalar variable; a
+p x p variable X appears as X_i_j (1-based), a variable per size d (an onset sweep's per-size estimates) as
+X_<d>. Arrays with other dims (an onset sweep's instances: size x alpha step x seed) stay in the Dataset.
 Convergence logs (dims such as `se_iteration`) stay in the Dataset only.
 
 `write_table` (what `seqphase query` runs) streams the table: it reads only the variables that appear
@@ -34,6 +35,8 @@ from seqphase.results.store import DONE, LEDGER, STATUS_NAMES, Store, _quiet, _s
 #: the AIM and BSR, GD steps of the quadratic network) or of a staged threshold
 ROW_DIMS = ("seed", "iteration", "epoch", "step", "stage")
 MATRIX_DIMS = ("row", "col")
+#: per-point dims whose values become columns X_<value>: the sizes d of an onset sweep's per-size onsets
+COLUMN_DIMS = ("size",)
 BLOCK_ROWS = 16_384  # rows of the table read and written at a time by write_table
 
 
@@ -129,6 +132,29 @@ def write_table(sweep, store, out, fmt="csv", include_all=False):
         out.write(("\n ]" if rows_written else "]") + "\n}\n")
 
 
+def _layout(names, vdims, grid_dims, values):
+    """(row dims, columns) of the table, for `write_table` and `to_frame` alike. columns: (column name,
+    variable, {dim: position}) for each variable whose dims beyond the grid and ROW_DIMS are none, the
+    (row, col) of a matrix (X_i_j) or one of COLUMN_DIMS (X_<value>); `values(dim)` gives a dim's values.
+    Row dims: the grid's, then the ROW_DIMS that some column has (an onset sweep's instances have a seed
+    dim but are no column: as rows, every point's values would repeat once per seed)."""
+    allowed = set(grid_dims) | set(ROW_DIMS)
+    columns = []
+    for name in names:
+        extra = [d for d in vdims[name] if d not in allowed]
+        if not extra:
+            columns.append((name, name, {}))
+        elif sorted(extra) == sorted(MATRIX_DIMS):
+            for i, row in enumerate(values("row")):
+                for j, col in enumerate(values("col")):
+                    columns.append((f"{name}_{int(row)}_{int(col)}", name, {"row": i, "col": j}))
+        elif len(extra) == 1 and extra[0] in COLUMN_DIMS:
+            for i, value in enumerate(values(extra[0])):
+                columns.append((f"{name}_{int(value)}", name, {extra[0]: i}))
+    used = {d for _, name, fixed in columns for d in vdims[name] if d not in fixed}
+    return list(grid_dims) + [d for d in ROW_DIMS if d in used], columns
+
+
 class _Table:
     """The rows of `to_frame`, a block of grid values at a time, read straight from the group's arrays."""
 
@@ -138,20 +164,14 @@ class _Table:
         names = group.variables + list(LEDGER)
         self.vdims = {n: list(group.arrays[n].metadata.dimension_names or ()) for n in names}
         present = {d for n in names for d in self.vdims[n]}
-        self.extra_rows = [d for d in ROW_DIMS if d in present]
-        self.row_dims = self.dims + self.extra_rows
         with _quiet():
-            self.extra = {d: group.group[d][...] for d in self.extra_rows + [d for d in MATRIX_DIMS if d in present]}
-        self.columns = []  # (column, array, {dim: position} to fix, dims left)
+            self.extra = {d: group.group[d][...] for d in (*ROW_DIMS, *MATRIX_DIMS, *COLUMN_DIMS) if d in present}
         current = renames(group.attrs.get("model"), group.attrs.get("method"))  # old stores: current names
-        for name in names:
-            extra = [d for d in self.vdims[name] if d not in self.row_dims]
-            if not extra:
-                self.columns.append((current.get(name, name), name, {}))
-            elif sorted(extra) == sorted(MATRIX_DIMS):
-                for i, row in enumerate(self.extra["row"]):
-                    for j, col in enumerate(self.extra["col"]):
-                        self.columns.append((f"{name}_{int(row)}_{int(col)}", name, {"row": i, "col": j}))
+        self.row_dims, columns = _layout(names, self.vdims, self.dims, self.extra.__getitem__)
+        self.extra_rows = self.row_dims[len(self.dims):]
+        # (column, array, {dim: position} to fix)
+        self.columns = [(current.get(column, column) if column == name else column, name, fixed)
+                        for column, name, fixed in columns]
         self.arrays = sorted({array for _, array, _ in self.columns})
         # Grown grids append values: rows come sorted by every grid dim (as open_results sorts them).
         self.order = {d: np.argsort(group.coords[d], kind="stable") for d in self.dims}
@@ -181,10 +201,9 @@ class _Table:
                     raise damaged_error(self.group, f"a chunk of {array!r} cannot be read ({_short(exc)})") from None
             for column, array, fixed in self.columns:
                 block, vdims = blocks[array], list(self.vdims[array])
-                for d in MATRIX_DIMS:
-                    if d in fixed:
-                        block = np.take(block, fixed[d], axis=vdims.index(d))
-                        vdims.remove(d)
+                for d, position in fixed.items():
+                    block = np.take(block, position, axis=vdims.index(d))
+                    vdims.remove(d)
                 columns[column] = _spread(block, vdims, self.row_dims, shape)
             frame = pd.DataFrame(columns)
             if not include_all:
@@ -206,18 +225,12 @@ def to_frame(ds, include_all=False):
     import xarray as xr
 
     dims = list(ds.attrs["point_dims"])
-    row_dims = dims + [d for d in ROW_DIMS if d in ds.dims]
-    flat = xr.Dataset(coords={d: ds[d] for d in row_dims})
     order = list(ds.attrs.get("variables", [])) + [v for v in ds.data_vars if v not in ds.attrs.get("variables", [])]
-    for name in order:
-        var = ds[name]
-        extra = [d for d in var.dims if d not in row_dims]
-        if not extra:
-            flat[name] = var
-        elif sorted(extra) == sorted(MATRIX_DIMS):
-            for i in ds["row"].values:
-                for j in ds["col"].values:
-                    flat[f"{name}_{int(i)}_{int(j)}"] = var.sel(row=i, col=j, drop=True)
+    row_dims, columns = _layout(order, {name: list(ds[name].dims) for name in order}, dims,
+                                lambda d: ds[d].values)
+    flat = xr.Dataset(coords={d: ds[d] for d in row_dims})
+    for column, name, fixed in columns:
+        flat[column] = ds[name].isel(fixed, drop=True)
     frame = flat.to_dataframe().reset_index()
     if not include_all:
         frame = frame[frame["status"] == DONE]

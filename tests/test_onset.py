@@ -143,6 +143,18 @@ def test_glm_onset_runs_as_works_and_equals_the_serial_run(tmp_path, client):
     for name in ("alpha_gamp", "alpha_gamp_se", "alpha_gamp_d", "alpha_overlap", "alpha_n_iter"):
         assert np.array_equal(group.read(name)[group.index_of(point)], expected[name]), name
     assert np.all(np.isfinite(expected["alpha_gamp_d"])) and expected["alpha_gamp_se"] > 0
+    # `seqphase query`: one row a point, the per-size onsets as columns (the instances stay in the Dataset)
+    import io
+
+    from seqphase.results.query import to_frame, write_table
+
+    frame = to_frame(ds)
+    assert len(frame) == 1 and "seed" not in frame.columns and "alpha_overlap" not in frame.columns
+    assert [frame[f"alpha_gamp_d_{d}"][0] for d in (100, 200)] == list(expected["alpha_gamp_d"])
+    assert frame["alpha_gamp_d_se_200"][0] == expected["alpha_gamp_d_se"][1]
+    out = io.StringIO()
+    write_table("pr-onset", tmp_path / "s.zarr", out)
+    assert out.getvalue() == frame.to_csv(index=False)
 
 
 def test_sizes_is_a_list_on_the_command_line_and_one_size_is_refused(tmp_path, capsys):
