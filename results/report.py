@@ -415,25 +415,67 @@ def _multiindex(results):
     return rows
 
 
+def _smi_se_rows(ds, figure):
+    """Q22 and Q11 of the 2-layer SE at c = 1 against the reference code's curve (BO_2w.csv, eps = 1e-3)."""
+    rows = []
+    pub = published_columns("smi", "BO_2w.csv")
+    sub = _sel(ds, skip=1.0)
+    n_mc = _setting(ds, "n_mc") or 2048
+    tol = 3 * 0.007 * math.sqrt(2048 / n_mc)
+    for k, label in ((1, "Q22 (last layer)"), (0, "Q11 (first layer)")):
+        x, y = _xy(sub.isel(row=k, col=k), "overlap")
+        found = curve_rows(figure, f"c = 1, {label}", label.split()[0], x, y, pub["alpha"],
+                           pub["Q22" if k else "Q11"], tol,
+                           f"3 sd of the fixed point over Sobol scrambles (0.007 at 2048 points, scaled to "
+                           f"{n_mc}; docs/smi.md)")
+        if k == 0:
+            for row in found:
+                if row.verdict == DIFFERS:
+                    row.verdict, row.explanation = EXPLAINED, ("docs/smi.md", "SE (`smi-2layer-se`)")
+        rows += found
+    return rows
+
+
+def _smi_noiseless_rows(ds):
+    """The model as written (noiseless): above alpha_PR = p/T = 1 the eps -> 0 limit of Q11 is 1 (perfect
+    recovery of layer 1). `noiseless.extrapolate` of the stored eps sequence (>= 3 eps) at each alpha > 1,
+    against 1; tolerance: how far the data are from the limit (1 - Q11 at the smallest eps, or the
+    extrapolation's own step when it is larger). A sequence that is not a power law to 1 gives another
+    limit (linear form) or none (NaN): the row then differs."""
+    from seqphase.core.smi import noiseless
+
+    rows = []
+    if "eps" not in ds.dims or ds.sizes["eps"] < 3:
+        return rows
+    sub = _sel(ds, skip=1.0).isel(row=0, col=0)
+    for alpha in ds["alpha"].values:
+        if alpha <= 1.0:
+            continue
+        eps, q11 = _xy(sub.sel(alpha=alpha), "overlap", x="eps")
+        keep = np.isfinite(q11)
+        if keep.sum() < 3:
+            continue
+        ext = noiseless.extrapolate(eps[keep], q11[keep])
+        gap = 1.0 - float(q11[keep][np.argmin(eps[keep])])
+        form = {"power": f"1 - Q11 ~ eps^{ext.gamma:.2f}", "linear": "linear in eps"}.get(ext.form, "no limit")
+        rows.append(Row("Fig. 1 left, the noiseless model (eps -> 0)", f"c = 1, alpha = {alpha:g}",
+                        f"Q11 at eps -> 0 ({form} on eps = {eps[keep].min():g} .. {eps[keep].max():g})", ext.q0, 1.0,
+                        max(gap, ext.q0_err if np.isfinite(ext.q0_err) else 0.0),
+                        "closed form: perfect recovery of layer 1 above alpha_PR = p/T = 1 (docs/smi.md, The "
+                        "counting identity); tolerance: 1 - Q11 at the smallest eps"))
+    return rows
+
+
 def _smi(results):
     rows = []
     ds = results.get("smi-2layer-se")
     if ds is not None:
-        pub = published_columns("smi", "BO_2w.csv")
-        sub = _sel(ds, skip=1.0)
-        n_mc = _setting(ds, "n_mc") or 2048
-        tol = 3 * 0.007 * math.sqrt(2048 / n_mc)
-        for k, label in ((1, "Q22 (last layer)"), (0, "Q11 (first layer)")):
-            x, y = _xy(sub.isel(row=k, col=k), "overlap")
-            found = curve_rows("Fig. 1 left", f"c = 1, {label}", label.split()[0], x, y, pub["alpha"],
-                               pub["Q22" if k else "Q11"], tol,
-                               f"3 sd of the fixed point over Sobol scrambles (0.007 at 2048 points, scaled to "
-                               f"{n_mc}; docs/smi.md)")
-            if k == 0:
-                for row in found:
-                    if row.verdict == DIFFERS:
-                        row.verdict, row.explanation = EXPLAINED, ("docs/smi.md", "SE (`smi-2layer-se`)")
-            rows += found
+        rows += _smi_se_rows(ds, "Fig. 1 left")
+    ds = results.get("smi-2layer-se-noiseless")
+    if ds is not None:
+        if "eps" in ds.dims and 1e-3 in ds["eps"].values:
+            rows += _smi_se_rows(ds.sel(eps=1e-3), "Fig. 1 left, eps = 1e-3 of smi-2layer-se-noiseless")
+        rows += _smi_noiseless_rows(ds)
     ds = results.get("smi-thresholds")
     if ds is not None:
         pub = published_columns("smi", "alpha_critical.csv")

@@ -113,13 +113,18 @@ PAPERS = {p.id: p for p in (
                 why_quick="d = 200, 4 seeds, 60 iterations, 2 alphas (d = 1000, 16 seeds, 200, 4)"),
         )),
     Paper(
-        id="smi", cost_quick="57 s (CPU 90 s)", title="Fundamental limits of learning in sequence multi-index models and deep attention "
+        id="smi", cost_quick="105 s (CPU 102 s) at load 3.4, beside a 2-worker sweep", title="Fundamental limits of learning in sequence multi-index models and deep attention "
         "networks", authors="Troiani, Cui, Dandi, Krzakala, Zdeborová", arxiv="2502.00901", venue="ICML 2025",
         docs="docs/smi.md",
         runs=(
             Run("smi-2layer-se", "Fig. 1 left: Q11, Q22 and the errors versus alpha (c = 1)",
                 quick=("alpha=0.2,0.4,0.6,0.8,1.0,1.2,1.4,1.6", "method.n_mc=512"),
                 why_quick="8 of the 48 alphas (on the published grid), 512 Monte-Carlo draws (2048)"),
+            Run("smi-2layer-se-noiseless", "Fig. 1 left, the model as written (noiseless): Q11, Q22 for eps = 1e-3 "
+                "(the reference code) .. 1e-6 (c = 1)",
+                quick=("alpha=1.2,1.5", "method.eps=1e-3,1e-4,1e-5", "method.n_mc=512", "method.n_error=2000"),
+                why_quick="2 of the 10 alphas, eps down to 1e-5 (1e-6), 512 Monte-Carlo draws (2048), 2000 "
+                          "error draws (20000)"),
             Run("smi-thresholds", "Fig. 1 right: alpha_2(c), alpha_1(c)",
                 quick=("skip=1.0", "method.n_k=4096", "method.n_mc=4096"),
                 why_quick="skip c = 1 only, 4096 + 4096 points (18 skips, 32768 + 16384)"),

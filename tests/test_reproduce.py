@@ -202,3 +202,33 @@ def test_counting_cut_offset_is_where_the_aim_bisection_stops():
         offset = counting_cut_offset(rho, 1e-4)
         assert 1e-5 < offset < 1e-2
         assert found == pytest.approx(closed * (1 - offset), rel=1e-8)
+
+
+def test_noiseless_smi_rows_compare_the_eps_limit_with_perfect_recovery():
+    """The rows of `smi-2layer-se-noiseless`: above alpha = 1, Q11 with 1 - Q11 = 100 eps (a power law to 1)
+    agrees with the closed form 1 within 1 - Q11 at the smallest eps; a plateau (Q11 = 0.8 + eps) has the
+    linear limit 0.8 and differs; alpha <= 1 gives no row; the eps = 1e-3 column is compared with the
+    reference code's curve."""
+    import numpy as np
+    import xarray as xr
+
+    from seqphase.results.report import AGREES, DIFFERS, _smi
+
+    alphas, eps = np.array([0.9, 1.2, 1.5]), np.array([1e-3, 1e-4, 1e-5, 1e-6])
+    q11 = np.empty((3, 4))
+    q11[0] = 0.4 + 0.1 * np.log10(1e-3 / eps)  # creeping: no row at alpha <= 1 whatever it does
+    q11[1] = 0.8 + eps
+    q11[2] = 1.0 - 100.0 * eps
+    overlap = np.zeros((3, 4, 2, 2))
+    overlap[..., 0, 0], overlap[..., 1, 1] = q11, 0.999
+    ds = xr.Dataset({"overlap": (("alpha", "eps", "row", "col"), overlap)},
+                    coords={"alpha": alphas, "eps": eps, "row": [1, 2], "col": [1, 2]},
+                    attrs={"settings": '{"n_mc": 2048}'})
+    rows = [r for r in _smi({"smi-2layer-se-noiseless": ds}) if "noiseless model" in r.figure]
+    assert [r.curve for r in rows] == ["c = 1, alpha = 1.2", "c = 1, alpha = 1.5"]
+    plateau, power = rows
+    assert power.ours == 1.0 and power.verdict == AGREES and power.tolerance == pytest.approx(1e-4)
+    assert "eps^1.00" in power.quantity
+    assert plateau.ours == pytest.approx(0.8, abs=1e-6) and plateau.verdict == DIFFERS
+    compared = [r for r in _smi({"smi-2layer-se-noiseless": ds}) if "eps = 1e-3" in r.figure]
+    assert {r.quantity for r in compared} == {"Q11", "Q22"}
