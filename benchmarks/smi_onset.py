@@ -2,7 +2,7 @@
 some of the sweep's sizes, for the evidence tables of docs/smi.md before the whole point has been run.
 
     python benchmarks/smi_onset.py run --skip 0.1 --transition alpha1 --sizes 250,500 [--seeds 16,8] [--workers 2]
-    python benchmarks/smi_onset.py table --skip 0.1 --transition alpha1 [--log FILE]
+    python benchmarks/smi_onset.py table --skip 0.1 --transition alpha1 [--log FILE | --store STORE] [--markdown]
     python benchmarks/smi_onset.py parts --skip 0.1 --store STORE
 
 `run` plans the shipped sweep at that skip (`--set` overrides as for `seqphase run`), takes the point's
@@ -17,7 +17,10 @@ those the whole sweep point computes for the same keys: same streams, same setti
 instances run size by size, and seed by seed across the window, so a run cut short leaves whole seeds.
 `table` applies the onset rule (core/onset.py, the sweep's level and correction) to every size, on the seeds 0 .. n-1 that all
 its alphas have: the mean overlap per alpha, the per-size onset +- its bootstrap s.e., and the
-extrapolation d -> infinity over those sizes.
+extrapolation d -> infinity over those sizes. With `--store` it reads the sweep's point in that store instead
+of a log: the stored instances once the point is done, else the works the sweep has finished so far (its parts,
+results/parts.py): a look at a point still running. `--markdown` prints the table of docs/smi.md (mean overlap
+and the instances above the level per alpha, the onset per size).
 `parts` hands the instances of both transitions' logs at that skip to `seqphase run smi-thresholds-gamp
 --store STORE` as finished works of the point (results/parts.py, under the point's hash), so the sweep runs
 only the works not run here. It first reruns the smallest-size instance of each log through the point's
@@ -110,13 +113,51 @@ def run(skip, transition, sizes, workers, overrides, seeds=None):
     print(f"done: {len(todo)} instances, {time.time() - started:.0f} s wall, {cpu:.0f} CPU-s", flush=True)
 
 
-def table(skip, transition, overrides, log=None):
+def stored_rows(skip, store, overrides):
+    """({work key: result}, stored) of the sweep's point at `skip` in `store`: its stored instances when the
+    point is done (stored: {transition: its per-size onsets and s.e. as the sweep computed them}), else the
+    works finished so far (the point's parts; stored None)."""
+    from seqphase.results.parts import Parts
+    from seqphase.results.query import open_results
+    from seqphase.results.store import DONE
+
+    from seqphase.core.errors import SeqphaseError
+
+    method, _, settings, _, point_hash = point(skip, overrides)
+    try:
+        ds = open_results(SWEEP, store)
+    except SeqphaseError:  # the sweep is not in the store yet: its parts may be
+        ds = None
+    at = ds.sel(skip=skip).squeeze(drop=True) if ds is not None and skip in ds["skip"].values else None
+    if at is None or int(at["status"]) != DONE or str(at["point_hash"].values) != point_hash:
+        return Parts(store, SWEEP).load(point_hash), None
+    rows, stored = {}, {}
+    for t, alphas in method.windows(settings).items():
+        for si, d in enumerate(settings["sizes"]):
+            for j in range(len(alphas)):
+                for s in range(settings["n_seeds"]):
+                    rows[onset.instance_key(t, d, j, s)] = {
+                        k: float(at[f"{t}_{k}"].values[si, j, s]) for k in (*method.observables, "n_iter")}
+        stored[t] = (at[f"{t}_gamp_d"].values, at[f"{t}_gamp_d_se"].values)
+    return rows, stored
+
+
+def table(skip, transition, overrides, log=None, store=None, markdown=False):
     method, params, settings, _, _ = point(skip, overrides)
     alphas = method.windows(settings)[transition]
     observable = method.transitions[transition]
-    rows = done_keys(Path(log) if log else log_path(skip, transition))
-    rng = np.random.default_rng(0)
+    stored = None
+    if store:
+        rows, stored = stored_rows(skip, store, overrides)
+    else:
+        rows = done_keys(Path(log) if log else log_path(skip, transition))
+    rng = np.random.default_rng(0)  # the bootstrap's; a stored point's onsets are printed as stored
     sizes, onsets, ses = [], [], []
+    if markdown:
+        layer = observable[-1]
+        print(f"| {transition[:-1]}_{transition[-1]}, \\|M{layer}{layer}\\| at d | "
+              + " | ".join(f"{a:.2f}" if transition == "alpha2" else f"{a:.1f}" for a in alphas) + " | onset at d |")
+        print("|" + "---|" * (len(alphas) + 2))
     for d in settings["sizes"]:
         # the seeds 0 .. n-1 that every alpha of this size has (a size may have been run on fewer seeds)
         n = next((n for n in range(settings["n_seeds"], 1, -1)
@@ -126,18 +167,37 @@ def table(skip, transition, overrides, log=None):
             continue
         keys = [[onset.instance_key(transition, d, j, s) for s in range(n)] for j in range(len(alphas))]
         obs = np.array([[rows[k][observable] for k in row] for row in keys])
-        cpu = sum(rows[k]["cpu_s"] for row in keys for k in row)
-        print(f"d = {d:5d}, {n} seeds ({cpu:.0f} CPU-s): mean {observable} "
-              + " ".join(f"{a:.2f}: {m:.3f}" for a, m in zip(alphas, obs.mean(axis=1))))
-        print("          instances above the level: "
-              + " ".join(f"{int((o > settings['level'] / np.sqrt(d)).sum())}/{n}" for o in obs))
-        value, se = onset.onset_at_size(alphas, obs, d, level=settings["level"], rng=rng)
-        print(f"          onset {value:.3f} +- {se:.3f}")
-        sizes.append(d), onsets.append(value), ses.append(se)
+        above = [int((o > settings["level"] / np.sqrt(d)).sum()) for o in obs]
+        try:
+            value, se = onset.onset_at_size(alphas, obs, d, level=settings["level"], rng=rng)
+        except onset.OnsetWindowError as exc:
+            value, se = np.nan, str(exc)
+        if stored:
+            index = list(settings["sizes"]).index(d)
+            value, se = float(stored[transition][0][index]), float(stored[transition][1][index])
+        if markdown:
+            cell = f"{value:.3f} +- {se:.3f}" if np.isfinite(value) else se
+            print(f"| {d} | " + " | ".join(f"{m:.3f} ({a}/{n})" for m, a in zip(obs.mean(axis=1), above))
+                  + f" | {cell} |")
+        else:
+            cpu = sum(rows[k].get("cpu_s", np.nan) for row in keys for k in row)
+            print(f"d = {d:5d}, {n} seeds" + (f" ({cpu:.0f} CPU-s)" if np.isfinite(cpu) else "") + f": mean {observable} "
+                  + " ".join(f"{a:.2f}: {m:.3f}" for a, m in zip(alphas, obs.mean(axis=1))))
+            print("          instances above the level: " + " ".join(f"{a}/{n}" for a in above))
+            print(f"          onset {value:.3f} +- {se:.3f}" if np.isfinite(value) else f"          {se}")
+        if transition == "alpha2" and "overlap_1" in method.observables:
+            # the alpha_2 window's |M11|: GAMP's layer 1 below alpha = 0.5 (the published small-skip alpha_1)
+            m11 = np.array([[rows[k]["overlap_1"] for k in row] for row in keys])
+            print(f"          (|M11| in this window: largest {m11.max():.3f}, largest mean {m11.mean(axis=1).max():.3f})"
+                  if not markdown else "", end="\n" if not markdown else "")
+        if np.isfinite(value):
+            sizes.append(d), onsets.append(value), ses.append(se)
+    if not sizes:
+        print(f"no size has all {len(alphas)} alphas of {transition} on two seeds or more yet")
     if len(sizes) >= 2:
         for correction in onset.CORRECTIONS:
             inf, se, chi2 = onset.extrapolate(sizes, onsets, ses, correction)
-            print(f"{correction:7s} d = {sizes[0]}-{sizes[-1]}: {inf:.3f} +- {se:.3f} (chi2 {chi2:.1f})")
+            print(f"{correction:7s} d = {sizes[0]}-{sizes[-1]}: {inf:.3f} +- {se:.3f} (chi2 {chi2:.2f})")
 
 
 def parts(skip, store, overrides):
@@ -190,7 +250,11 @@ def main(argv=None):
         else:
             p.add_argument("--transition", choices=("alpha1", "alpha2"), required=True)
         if name == "table":
-            p.add_argument("--log", default=None, help="another log than this version's (e.g. an earlier version's)")
+            source = p.add_mutually_exclusive_group()
+            source.add_argument("--log", default=None, help="another log than this version's (e.g. an earlier version's)")
+            source.add_argument("--store", default=None, help="read the sweep's point in this store (done, or its "
+                                                              "finished works so far)")
+            p.add_argument("--markdown", action="store_true", help="the table of docs/smi.md")
         p.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUES")
         if name == "run":
             p.add_argument("--sizes", required=True, help="comma-separated, a subset of the sweep's sizes")
@@ -207,7 +271,7 @@ def main(argv=None):
     elif args.command == "parts":
         return parts(args.skip, args.store, args.overrides)
     else:
-        table(args.skip, args.transition, args.overrides, args.log)
+        table(args.skip, args.transition, args.overrides, args.log, args.store, args.markdown)
     return 0
 
 

@@ -238,6 +238,13 @@ def test_benchmark_instances_are_handed_to_the_sweep_as_the_points_own_works(tmp
     assert sorted(kept) == sorted(k for k in works if k.startswith("alpha1-"))  # 2 sizes x 2 alphas x 2 seeds
     for key, result in kept.items():
         assert pickle.dumps(result) == pickle.dumps(works[key].fn(**works[key].kwargs)), key
+    # `table --store` reads the point's finished works while the point is not stored
+    assert script.stored_rows(1.0, str(store), tiny) == (kept, None)
+    capsys.readouterr()
+    script.table(1.0, "alpha1", tiny, store=str(store), markdown=True)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("| alpha_1, \\|M11\\| at d | ") and lines[1] == "|---|---|---|---|"
+    assert lines[2].startswith("| 20 | ") and lines[3].startswith("| 30 | ")  # each size: 2 alphas, 2 seeds
 
     # the verified instance (smallest size, first alpha and seed) logged with another overlap
     log = script.log_path(1.0, "alpha1")
