@@ -343,6 +343,13 @@ def cmd_status(args):
 
     for line in width_lines(group.attrs.get("runs", []), lambda: group.read("runtime_s")[status == 2]):
         print(line)
+    from seqphase.results.parts import Parts
+
+    kept = Parts(group.store.path, group.name).counts()
+    if kept:  # a point cut into works keeps each finished one until the point is stored (results/parts.py)
+        print(f"  works kept of points not stored yet: {sum(kept.values())} in {len(kept)} point"
+              f"{'s' if len(kept) > 1 else ''} (" + ", ".join(f"{h[:12]}: {n}" for h, n in sorted(kept.items()))
+              + "); a run submits only their other works")
     from seqphase.results.lock import LOCK_NAME, judge, read_holder
 
     holder = read_holder(group.store.path / LOCK_NAME)

@@ -73,6 +73,10 @@ class Parts:
             return []
         return sorted(p.name for p in self.root.iterdir() if p.is_dir())
 
+    def counts(self):
+        """{point hash: number of kept works} (what `seqphase status` reports of points still running)."""
+        return {h: sum(1 for _ in (self.root / h).glob("*.pkl")) for h in self.points()}
+
     def prune(self, stored_hashes):
         """Drop the kept works of points that are stored (e.g. a driver killed between storing a point
         and removing its files)."""

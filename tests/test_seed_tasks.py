@@ -68,13 +68,20 @@ def test_seeds_of_one_point_run_on_every_worker_and_equal_the_serial_run(tmp_pat
 
 
 def test_failing_seed_fails_its_point_keeps_the_other_seeds_and_retry_computes_it_alone(tmp_path, client,
-                                                                                         marker_dir):
+                                                                                         marker_dir, capsys):
     summary, group, plan = run(tmp_path, client, retries=0, alpha=[0.31, 0.32], extra_params='fail = "once"')
     assert (summary.done, summary.failed) == (0, 2)
     errors = group.read("error").ravel()
     assert all(e.startswith("seed-1: RuntimeError: injected one-off failure of seed 1") for e in errors)
     for point in plan.points:
         assert sorted(Parts(group.store.path, "toy").load(point.hash)) == ["seed-0", "seed-2", "seed-3", "shared"]
+    # `seqphase status` reports the kept works of the points not stored
+    from seqphase.cli import main
+
+    assert main(["status", "toy", "--store", str(group.store.path)]) == 0
+    out = capsys.readouterr().out
+    assert "works kept of points not stored yet: 8 in 2 points (" in out
+    assert all(f"{point.hash[:12]}: 4" in out for point in plan.points)
     retried, group, plan = run(tmp_path, client, mode="retry-failed", retries=0, alpha=[0.31, 0.32],
                                extra_params='fail = "once"')
     assert (retried.done, retried.failed) == (2, 0)
