@@ -62,12 +62,14 @@ def open_results(sweep, store=None, lazy=False):
 
 
 def _open_dataset(group, chunks=None):
-    """The group as a lazy Dataset (consolidated metadata when present: one file read), grid dims sorted."""
+    """The group as a lazy Dataset (the group's own consolidated metadata when present: one file read), grid
+    dims sorted. Opened at the group's folder, not through the root: a group that the root's consolidated
+    metadata does not list (copied in from another store) opened through the root raised a bare KeyError."""
     import xarray as xr
 
     with _quiet():
         warnings.filterwarnings("ignore", message=".*Failed to open Zarr store with consolidated metadata.*")
-        ds = xr.open_zarr(str(group.store.path), group=group.name, chunks=chunks)
+        ds = xr.open_zarr(str(group.store.path / group.name), chunks=chunks)
     for dim in group.dims:
         if ds.sizes[dim] > 1:
             ds = ds.sortby(dim)

@@ -174,7 +174,8 @@ def test_sizes_is_a_list_on_the_command_line_and_one_size_is_refused(tmp_path, c
 
 def test_the_phase_diagram_draws_the_onset_companion():
     """smi-thresholds' figure draws alpha_2 / alpha_1 of an onset sweep (here two made-up skips) as points
-    with error bars beside the SE routes."""
+    with error bars beside the SE routes, and the thresholds of a companion run at another eps (the
+    noiseless model), each labelled with its eps."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -192,10 +193,18 @@ def test_the_phase_diagram_draws_the_onset_companion():
                             attrs={"point_dims": ["skip"]})
     onset_values = dict(alpha2_gamp=[0.25, 0.2], alpha2_gamp_se=[0.03, 0.03], alpha1_gamp=[0.76, np.nan],
                         alpha1_gamp_se=[0.04, np.nan])
-    companion = xr.Dataset({k: ("skip", v) for k, v in onset_values.items()}, coords={"skip": skips})
-    fig = figures.plot_thresholds(plt, thresholds, {"onset_sweep": companion})
+    # as stored: a (skip, depth) grid with one depth
+    companion = xr.Dataset({k: (("skip", "depth"), np.reshape(v, (2, 1))) for k, v in onset_values.items()},
+                           coords={"skip": skips, "depth": [2]})
+    # the same thresholds of the noiseless model (eps = 1e-5 in its settings) beside the reference code's
+    noiseless = thresholds.assign(alpha1_stability=("skip", [0.71, 0.72])).expand_dims(depth=[2], axis=1)
+    noiseless.attrs["settings"] = '{"eps": 1e-05}'
+    thresholds.attrs["settings"] = '{"eps": 0.001}'
+    fig = figures.plot_thresholds(plt, thresholds, {"onset_sweep": companion, "noiseless_sweep": noiseless})
     labels = [text.get_text() for text in fig.axes[0].get_legend().get_texts()]
     assert any("alpha_2$ GAMP" in label for label in labels) and any("alpha_1$ GAMP" in label for label in labels)
+    assert any("alpha_1$ stability, eps = 1e-05" in label for label in labels)
+    assert any("alpha_1$ stability $\\pm$ s.e., eps = 0.001" in label for label in labels)
     plt.close(fig)
 
 

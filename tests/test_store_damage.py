@@ -251,3 +251,17 @@ def test_unparseable_group_metadata_names_the_file(tmp_path):
     (store.path / "toy" / "status" / "zarr.json").write_text('{"zarr_format": 3, "node_type": "array"}')
     with pytest.raises(StoreError, match="corrupted array metadata"):
         store.open_sweep("toy")
+
+
+def test_a_group_copied_in_from_another_store_opens(tmp_path, client):
+    """A sweep's folder copied into another store that has consolidated metadata without it: open_results
+    reads it at its own folder (through the root's metadata it raised a bare KeyError)."""
+    from seqphase.results.query import open_results
+
+    run(tmp_path, client, store="a.zarr")
+    run(tmp_path, client, store="b.zarr", name="other", alpha="0.5:2:3")
+    Store(tmp_path / "a.zarr").consolidate()  # the root lists "toy" only
+    shutil.copytree(tmp_path / "b.zarr" / "other", tmp_path / "a.zarr" / "other")
+    copied = open_results("other", tmp_path / "a.zarr")
+    original = open_results("other", tmp_path / "b.zarr")
+    assert copied["alpha"].size == 3 and all(copied[n].equals(original[n]) for n in VALUES)

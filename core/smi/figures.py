@@ -10,7 +10,9 @@
   layer), the approach to the noiseless model; the per-eps panels follow.
 - `plot_thresholds` (Fig. 1 right): alpha_2(c) and alpha_1(c) versus the skip c, by stability (line,
   +- s.e.) and SE bisection (crosses); the regions where nothing, the last layer, both layers are
-  learned; the published `alpha_critical.csv` curves dashed.
+  learned; the published `alpha_critical.csv` curves dashed; the same thresholds at another eps dotted (the
+  noiseless model, `noiseless_sweep`, beside the reference code's eps = 1e-3, `reference_code_sweep`); the
+  onsets located by GAMP (`onset_sweep`) as hollow squares.
 - `plot_gamp` (Fig. 2 top): the cosine |M_ll| / sqrt(Q_ll) and |M_ll| versus iteration at the alpha
   nearest 1.2, one thin line per seed and the mean; the final |M_ll| and plug-in error versus alpha on
   the SE curves of the `se_sweep` companion.
@@ -320,9 +322,10 @@ def plot_thresholds(plt, ds, companions):
     y_hi = max(1.0, float(np.nanmax(ref["alpha1"])))
     x_hi = float(ref["skip"].max())
     markers = itertools.cycle("osD^v")
+    eps = json.loads(ds.attrs.get("settings", "{}")).get("eps")
     for label, sub, _ in cells:
         skips = sub["skip"].values
-        suffix = f" ({label})" if label else ""
+        suffix = f" ({label})" if label else (f", eps = {eps:g}" if eps is not None else "")
         marker = next(markers)
         for layer, color in ((2, ALPHA2_COLOR), (1, ALPHA1_COLOR)):
             stab = sub[f"alpha{layer}_stability"].values
@@ -337,14 +340,16 @@ def plot_thresholds(plt, ds, companions):
             if len(ys):
                 y_hi = max(y_hi, 1.08 * float(np.max(ys + es)))
         x_hi = max(x_hi, float(np.nanmax(skips)))
+    for role in ("noiseless_sweep", "reference_code_sweep"):
+        # the same thresholds at another eps (the noiseless model beside the reference code's eps = 1e-3)
+        y_hi = _other_eps_thresholds(ax, companions.get(role), y_hi)
     onset = companions.get("onset_sweep")
     if onset is not None:
         # the third route: the onsets located by GAMP on finite instances, extrapolated d -> infinity
         for layer, color in ((2, ALPHA2_COLOR), (1, ALPHA1_COLOR)):
             if f"alpha{layer}_gamp" not in onset:
                 continue
-            xs, ys, es = _finite(onset["skip"].values, onset[f"alpha{layer}_gamp"].values,
-                                 onset[f"alpha{layer}_gamp_se"].values)
+            xs, ys, es = _finite(*_over_skip(onset, f"alpha{layer}_gamp", f"alpha{layer}_gamp_se"))
             if len(xs):
                 ax.errorbar(xs, ys, yerr=es, fmt="s", ms=5, mfc="white", mew=1.4, capsize=3, color=color,
                             label=rf"$\alpha_{layer}$ GAMP, $d \to \infty$ $\pm$ s.e.")
@@ -362,6 +367,36 @@ def plot_thresholds(plt, ds, companions):
     ax.legend(fontsize=7, loc="upper right")
     ax.grid(alpha=0.3)
     return fig
+
+
+def _over_skip(ds, name, se_name):
+    """(skip, values, s.e.) of a companion's per-point variable as 1-d arrays over its skips: the other grid
+    dims (depth) have one value in these sweeps and are dropped; a missing s.e. is 0."""
+    sub = ds.squeeze(drop=True) if "skip" in ds.dims and ds.sizes["skip"] > 1 else ds
+    skips = np.atleast_1d(ds["skip"].values).astype(float)
+    values = np.asarray(sub[name].values, dtype=float).reshape(skips.size)
+    se = np.asarray(sub[se_name].values, dtype=float).reshape(skips.size) if se_name in sub else 0 * values
+    return skips, values, se
+
+
+def _other_eps_thresholds(ax, other, y_hi):
+    """alpha_2(c), alpha_1(c) (stability) of a companion threshold sweep run at another eps (its settings), as
+    dotted lines with hollow markers; returns the new upper y limit."""
+    if other is None:
+        return y_hi
+    eps = json.loads(other.attrs.get("settings", "{}")).get("eps")
+    tag = f"eps = {eps:g}" if eps is not None else other.attrs.get("seqphase_sweep", "companion")
+    for layer, color in ((2, ALPHA2_COLOR), (1, ALPHA1_COLOR)):
+        name = f"alpha{layer}_stability"
+        if name not in other:
+            continue
+        skips, ys, se = _over_skip(other, name, f"{name}_se")
+        xs, ys, es = _finite(skips, ys, np.nan_to_num(se))
+        if len(xs):
+            ax.errorbar(xs, ys, yerr=es, fmt=":^", ms=4, mfc="white", lw=1.2, capsize=2, color=color,
+                        label=rf"$\alpha_{layer}$ stability, {tag}")
+            y_hi = max(y_hi, 1.08 * float(np.max(ys + es)))
+    return y_hi
 
 
 def _regions(ax, sub, y_hi):
