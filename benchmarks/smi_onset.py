@@ -117,11 +117,10 @@ def stored_rows(skip, store, overrides):
     """({work key: result}, stored) of the sweep's point at `skip` in `store`: its stored instances when the
     point is done (stored: {transition: its per-size onsets and s.e. as the sweep computed them}), else the
     works finished so far (the point's parts; stored None)."""
+    from seqphase.core.errors import SeqphaseError
     from seqphase.results.parts import Parts
     from seqphase.results.query import open_results
     from seqphase.results.store import DONE
-
-    from seqphase.core.errors import SeqphaseError
 
     method, _, settings, _, point_hash = point(skip, overrides)
     try:
@@ -168,13 +167,14 @@ def table(skip, transition, overrides, log=None, store=None, markdown=False):
         keys = [[onset.instance_key(transition, d, j, s) for s in range(n)] for j in range(len(alphas))]
         obs = np.array([[rows[k][observable] for k in row] for row in keys])
         above = [int((o > settings["level"] / np.sqrt(d)).sum()) for o in obs]
-        try:
-            value, se = onset.onset_at_size(alphas, obs, d, level=settings["level"], rng=rng)
-        except onset.OnsetWindowError as exc:
-            value, se = np.nan, str(exc)
         if stored:
             index = list(settings["sizes"]).index(d)
             value, se = float(stored[transition][0][index]), float(stored[transition][1][index])
+        else:
+            try:
+                value, se = onset.onset_at_size(alphas, obs, d, level=settings["level"], rng=rng)
+            except onset.OnsetWindowError as exc:
+                value, se = np.nan, str(exc)
         if markdown:
             cell = f"{value:.3f} +- {se:.3f}" if np.isfinite(value) else se
             print(f"| {d} | " + " | ".join(f"{m:.3f} ({a}/{n})" for m, a in zip(obs.mean(axis=1), above))
@@ -185,11 +185,10 @@ def table(skip, transition, overrides, log=None, store=None, markdown=False):
                   + " ".join(f"{a:.2f}: {m:.3f}" for a, m in zip(alphas, obs.mean(axis=1))))
             print("          instances above the level: " + " ".join(f"{a}/{n}" for a in above))
             print(f"          onset {value:.3f} +- {se:.3f}" if np.isfinite(value) else f"          {se}")
-        if transition == "alpha2" and "overlap_1" in method.observables:
+        if transition == "alpha2" and not markdown:
             # the alpha_2 window's |M11|: GAMP's layer 1 below alpha = 0.5 (the published small-skip alpha_1)
             m11 = np.array([[rows[k]["overlap_1"] for k in row] for row in keys])
-            print(f"          (|M11| in this window: largest {m11.max():.3f}, largest mean {m11.mean(axis=1).max():.3f})"
-                  if not markdown else "", end="\n" if not markdown else "")
+            print(f"          (|M11| in this window: largest {m11.max():.3f}, largest mean {m11.mean(axis=1).max():.3f})")
         if np.isfinite(value):
             sizes.append(d), onsets.append(value), ses.append(se)
     if not sizes:

@@ -322,7 +322,7 @@ def plot_thresholds(plt, ds, companions):
     y_hi = max(1.0, float(np.nanmax(ref["alpha1"])))
     x_hi = float(ref["skip"].max())
     markers = itertools.cycle("osD^v")
-    eps = json.loads(ds.attrs.get("settings", "{}")).get("eps")
+    eps = _settings(ds).get("eps")
     for label, sub, _ in cells:
         skips = sub["skip"].values
         suffix = f" ({label})" if label else (f", eps = {eps:g}" if eps is not None else "")
@@ -372,10 +372,9 @@ def plot_thresholds(plt, ds, companions):
 def _over_skip(ds, name, se_name):
     """(skip, values, s.e.) of a companion's per-point variable as 1-d arrays over its skips: the other grid
     dims (depth) have one value in these sweeps and are dropped; a missing s.e. is 0."""
-    sub = ds.squeeze(drop=True) if "skip" in ds.dims and ds.sizes["skip"] > 1 else ds
     skips = np.atleast_1d(ds["skip"].values).astype(float)
-    values = np.asarray(sub[name].values, dtype=float).reshape(skips.size)
-    se = np.asarray(sub[se_name].values, dtype=float).reshape(skips.size) if se_name in sub else 0 * values
+    values = np.asarray(ds[name].values, dtype=float).reshape(skips.size)
+    se = np.asarray(ds[se_name].values, dtype=float).reshape(skips.size) if se_name in ds else 0 * values
     return skips, values, se
 
 
@@ -384,7 +383,7 @@ def _other_eps_thresholds(ax, other, y_hi):
     dotted lines with hollow markers; returns the new upper y limit."""
     if other is None:
         return y_hi
-    eps = json.loads(other.attrs.get("settings", "{}")).get("eps")
+    eps = _settings(other).get("eps")
     tag = f"eps = {eps:g}" if eps is not None else other.attrs.get("seqphase_sweep", "companion")
     for layer, color in ((2, ALPHA2_COLOR), (1, ALPHA1_COLOR)):
         name = f"alpha{layer}_stability"
