@@ -147,7 +147,19 @@ def table(skip, transition, overrides, log=None, store=None, markdown=False):
     observable = method.transitions[transition]
     stored = None
     if store:
+        from seqphase.core.errors import StoreError
+        from seqphase.results.store import Store
+
+        try:
+            Store(store).check()  # a missing or foreign store: one line, exit 2 (not an empty table)
+        except StoreError as exc:
+            print(f"smi_onset.py: {exc}", file=sys.stderr)
+            return 2
         rows, stored = stored_rows(skip, store, overrides)
+        if not rows:
+            print(f"smi_onset.py: {store} holds no instance of {SWEEP} at skip {skip:g} (fix: seqphase run {SWEEP} "
+                  f"--set skip={skip:g} --store {store}, or give the --set values it ran with)", file=sys.stderr)
+            return 2
     else:
         rows = done_keys(Path(log) if log else log_path(skip, transition))
     rng = np.random.default_rng(0)  # the bootstrap's; a stored point's onsets are printed as stored
@@ -197,6 +209,7 @@ def table(skip, transition, overrides, log=None, store=None, markdown=False):
         for correction in onset.CORRECTIONS:
             inf, se, chi2 = onset.extrapolate(sizes, onsets, ses, correction)
             print(f"{correction:7s} d = {sizes[0]}-{sizes[-1]}: {inf:.3f} +- {se:.3f} (chi2 {chi2:.2f})")
+    return 0
 
 
 def parts(skip, store, overrides):
@@ -270,7 +283,7 @@ def main(argv=None):
     elif args.command == "parts":
         return parts(args.skip, args.store, args.overrides)
     else:
-        table(args.skip, args.transition, args.overrides, args.log, args.store, args.markdown)
+        return table(args.skip, args.transition, args.overrides, args.log, args.store, args.markdown)
     return 0
 
 

@@ -250,10 +250,17 @@ def test_benchmark_instances_are_handed_to_the_sweep_as_the_points_own_works(tmp
     # `table --store` reads the point's finished works while the point is not stored
     assert script.stored_rows(1.0, str(store), tiny) == (kept, None)
     capsys.readouterr()
-    script.table(1.0, "alpha1", tiny, store=str(store), markdown=True)
+    assert script.table(1.0, "alpha1", tiny, store=str(store), markdown=True) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("| alpha_1, \\|M11\\| at d | ") and lines[1] == "|---|---|---|---|"
     assert lines[2].startswith("| 20 | ") and lines[3].startswith("| 30 | ")  # each size: 2 alphas, 2 seeds
+    # bad input: a missing store, or a store without this point's instances (other settings): one line, exit 2
+    assert script.table(1.0, "alpha1", tiny, store=str(tmp_path / "none.zarr")) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "no seqphase store" in err and not (tmp_path / "none.zarr").exists()
+    assert script.table(1.0, "alpha1", tiny[:-1] + ["max_iter=5"], store=str(store)) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "holds no instance" in err and "--set skip=1" in err
 
     # the verified instance (smallest size, first alpha and seed) logged with another overlap
     log = script.log_path(1.0, "alpha1")
