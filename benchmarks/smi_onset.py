@@ -245,7 +245,9 @@ def parts(skip, store, overrides):
     Store(store).check(create=True)  # a new store, or one of seqphase's (StoreError otherwise)
     kept = Parts(store, SWEEP)
     for key, row in rows.items():
-        kept.save(point_hash, key, {k: cast(row[k]) for k, cast in types.items()})
+        # the logged CPU time is the work's runtime (one process per instance); a log without it: unknown
+        meta = {"runtime_s": float(row["cpu_s"]), "host": "smi_onset.py"} if "cpu_s" in row else None
+        kept.save(point_hash, key, {k: cast(row[k]) for k, cast in types.items()}, meta)
     print(f"{len(rows)} of the point's {len(works)} works handed to {store} (point {point_hash[:12]}); "
           f"{len(works) - len(rows)} left for `seqphase run {SWEEP} --set skip={skip:g} --store {store}`")
     return 0

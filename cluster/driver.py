@@ -190,7 +190,8 @@ class _Point:
 
     def __init__(self, point, index, generator, split, kept):
         self.point, self.index, self.generator, self.split = point, index, generator, split
-        self.kept = kept              # {key: result} finished by earlier runs (split points only)
+        self.kept = kept              # {key: Kept(result, meta)} finished by earlier runs (split points only)
+        self.untimed = 0              # kept works whose runtime is not known (kept by an earlier layout)
         self.waiting = set()          # keys of the current stage not finished yet
         self.results = {}             # key -> result, current stage
         self.metas = []
@@ -258,7 +259,7 @@ class _Tasks:
                 params, settings = self.plan.point_inputs(point)
                 generator = self.model.tasks(self.plan.sweep.method, params, settings,
                                              point_stream(self.plan.sweep.seed, point.seed_key))
-                state = _Point(point, index, generator, True, self.parts.load(point.hash))
+                state = _Point(point, index, generator, True, self.parts.load_kept(point.hash))
             else:
                 state = _Point(point, index, whole_point(self.plan, point), False, {})
             self.advance(state, None)
@@ -281,7 +282,13 @@ class _Tasks:
             state.results, state.waiting = {}, set()
             for work in works:
                 if work.key in state.kept:
-                    state.results[work.key] = state.kept.pop(work.key)
+                    kept = state.kept.pop(work.key)
+                    state.results[work.key] = kept.result
+                    # its time counts in the point's runtime_s (not in this run's width: it ran before)
+                    if kept.meta is not None:
+                        state.metas.append(kept.meta)
+                    else:
+                        state.untimed += 1
                 else:
                     state.waiting.add(work.key)
                     self.queue.append((state, work, self.retries, False))
@@ -292,6 +299,8 @@ class _Tasks:
 
     def store(self, state, outputs):
         meta = combined_meta(state.metas)
+        if state.untimed:  # a kept work without its time: the point's total is not known
+            meta["runtime_s"] = float("nan")
         if state.split:
             try:
                 outputs = check_outputs(self.model, self.plan.sweep.method, self.plan.point_inputs(state.point)[1],
@@ -348,7 +357,7 @@ class _Tasks:
         state.stages[-1].append(runtime)
         if state.split:
             # kept until the point is stored, also when the point already failed on another work
-            self.parts.save(state.point.hash, work.key, res["result"])
+            self.parts.save(state.point.hash, work.key, res["result"], res["meta"])
         if state.over or work.key not in state.waiting:
             return
         state.waiting.discard(work.key)

@@ -33,7 +33,7 @@ LEDGER_ATTRS = {
                "flag_meanings": "not_requested pending done failed"},
     "point_hash": {"long_name": "content hash of the point"},
     "error": {"long_name": "reason of the last failure"},
-    "runtime_s": {"long_name": "wall time of the point on its worker", "units": "s"},
+    "runtime_s": {"long_name": "seconds of work of the point (summed over its works)", "units": "s"},
     "finished_at": {"long_name": "time the point was stored (UTC)", **TIME_ATTRS},
     "attempts": {"long_name": "runs that computed the point", "units": "1"},
     "host": {"long_name": "host that computed the point"},

@@ -34,7 +34,8 @@ LEDGER = {
     "status": ("i1", 0, "0 not requested, 1 pending, 2 done, 3 failed"),
     "point_hash": ("U64", "", "SHA-256 of the point's parameters, settings and algorithm version"),
     "error": ("U256", "", "reason of the last failure ('' if none)"),
-    "runtime_s": ("f8", np.nan, "wall time of the point on its worker, seconds"),
+    "runtime_s": ("f8", np.nan, "seconds of work: the point's wall time on its worker, or the sum over its "
+                                "works (those kept from earlier runs included; NaN if one was kept without it)"),
     "finished_at": ("f8", np.nan, "when the point was stored (a CF time: datetime64 once decoded)"),
     "attempts": ("i2", 0, "how many runs have computed this point"),
     "host": ("U64", "", "host that computed the point"),

@@ -3,6 +3,7 @@ workers, the stored values equal the serial run bit for bit, and no finished wor
 seed, a killed worker or a killed driver."""
 
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -82,6 +83,15 @@ def test_failing_seed_fails_its_point_keeps_the_other_seeds_and_retry_computes_i
     out = capsys.readouterr().out
     assert "works kept of points not stored yet: 8 in 2 points (" in out
     assert all(f"{point.hash[:12]}: 4" in out for point in plan.points)
+    # each kept work carries its time; the second point's seed 0 is rewritten as a file of the earlier layout
+    # (the bare result, no time): its point's total time is then unknown
+    kept_s = [sum(k.meta["runtime_s"] for k in Parts(group.store.path, "toy").load_kept(p.hash).values())
+              for p in plan.points]
+    assert all(s > 0 for s in kept_s)
+    old_layout = tmp_path / "s.zarr" / FOLDER / "toy" / plan.points[1].hash / "seed-0.pkl"
+    bare = Parts(group.store.path, "toy").load(plan.points[1].hash)["seed-0"]
+    old_layout.write_bytes(pickle.dumps(bare))
+    assert Parts(group.store.path, "toy").load_kept(plan.points[1].hash)["seed-0"].meta is None
     retried, group, plan = run(tmp_path, client, mode="retry-failed", retries=0, alpha=[0.31, 0.32],
                                extra_params='fail = "once"')
     assert (retried.done, retried.failed) == (2, 0)
@@ -89,6 +99,10 @@ def test_failing_seed_fails_its_point_keeps_the_other_seeds_and_retry_computes_i
     assert (group.ledger()[0] == DONE).all()
     for point in plan.points:
         assert_same_as_serial(plan, group, point)
+    # runtime_s: the kept works' time plus this run's work on the point (until this layout: this run's alone)
+    first, second = (float(stored(group, p, "runtime_s")) for p in plan.points)
+    assert first > kept_s[0] and first - kept_s[0] <= last_run(group)["work_s"] + 1e-3  # the record rounds to ms
+    assert np.isnan(second)
 
 
 def test_seed_that_always_fails_is_recorded_and_other_points_are_stored(tmp_path, client):
