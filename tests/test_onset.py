@@ -194,8 +194,9 @@ def test_the_phase_diagram_draws_the_onset_companion():
     onset_values = dict(alpha2_gamp=[0.25, 0.2], alpha2_gamp_se=[0.03, 0.03], alpha1_gamp=[0.76, np.nan],
                         alpha1_gamp_se=[0.04, np.nan])
     # as stored: a (skip, depth) grid with one depth
+    # (its skips need not be the SE sweep's: 6.0 lies beyond them and the published curve, and widens the axis)
     companion = xr.Dataset({k: (("skip", "depth"), np.reshape(v, (2, 1))) for k, v in onset_values.items()},
-                           coords={"skip": skips, "depth": [2]})
+                           coords={"skip": [0.1, 6.0], "depth": [2]})
     # the same thresholds of the noiseless model (eps = 1e-5 in its settings) beside the reference code's
     noiseless = thresholds.assign(alpha1_stability=("skip", [0.71, 0.72])).expand_dims(depth=[2], axis=1)
     noiseless.attrs["settings"] = '{"eps": 1e-05}'
@@ -205,6 +206,7 @@ def test_the_phase_diagram_draws_the_onset_companion():
     assert any("alpha_2$ GAMP" in label for label in labels) and any("alpha_1$ GAMP" in label for label in labels)
     assert any("alpha_1$ stability, eps = 1e-05" in label for label in labels)
     assert any("alpha_1$ stability $\\pm$ s.e., eps = 0.001" in label for label in labels)
+    assert fig.axes[0].get_xlim()[1] > 6.0  # the onset point at c = 6 inside the axes
     plt.close(fig)
 
 

@@ -315,7 +315,8 @@ def _bands(ax, thr, x_hi):
 
 # -- thresholds: Fig. 1 right ---------------------------------------------------------------------
 def plot_thresholds(plt, ds, companions):
-    fig, ax = plt.subplots(figsize=(7.5, 5.5))
+    # the legend goes right of the axes: inside it hid the alpha_1 curve and points at large skips
+    fig, ax = plt.subplots(figsize=(10.0, 5.5), layout="constrained")
     cells = list(_cells(ds, keep=("skip",)))
     ref = published("alpha_critical.csv")
     order = np.argsort(ref["skip"])
@@ -354,17 +355,18 @@ def plot_thresholds(plt, ds, companions):
                 ax.errorbar(xs, ys, yerr=es, fmt="s", ms=5, mfc="white", mew=1.4, capsize=3, color=color,
                             label=rf"$\alpha_{layer}$ GAMP, $d \to \infty$ $\pm$ s.e.")
                 y_hi = max(y_hi, 1.08 * float(np.max(ys + es)))
+                x_hi = max(x_hi, float(np.max(xs)))  # its skips need not be the SE sweep's
     if len(cells) == 1:
         _regions(ax, cells[0][1], y_hi)
     ax.plot(ref["skip"][order], ref["alpha2"][order], "--", lw=1.2, color=ALPHA2_COLOR, alpha=0.75,
             label=r"published $\alpha_2$ (alpha_critical.csv)")
     ax.plot(ref["skip"][order], ref["alpha1"][order], "--", lw=1.2, color=ALPHA1_COLOR, alpha=0.75,
             label=r"published $\alpha_1$ (alpha_critical.csv)")
-    ax.set_xlim(0.0, x_hi)
+    ax.set_xlim(0.0, 1.03 * x_hi)  # a margin: the points at the largest skip are drawn whole
     ax.set_ylim(0.0, y_hi)
     ax.set_xlabel("skip strength $c$")
     ax.set_ylabel(r"sample complexity $\alpha = n/d$")
-    ax.legend(fontsize=7, loc="upper right")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.grid(alpha=0.3)
     return fig
 
