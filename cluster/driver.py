@@ -198,6 +198,14 @@ class _Point:
         self.stages = []              # runtime_s of each finished work, per stage (the task log)
         self.over = False             # stored, or recorded failed
 
+    def meta(self):
+        """The point's ledger entry from its works' metadata (`combined_meta`); a kept work without its time
+        makes the point's total unknown (NaN), not the sum of the others."""
+        meta = combined_meta(self.metas)
+        if self.untimed and meta:
+            meta["runtime_s"] = float("nan")
+        return meta
+
 
 class Width:
     """How wide the run's task graph was, measured: work (CPU-s summed over works), the longest chain of
@@ -298,9 +306,7 @@ class _Tasks:
             results = state.results
 
     def store(self, state, outputs):
-        meta = combined_meta(state.metas)
-        if state.untimed:  # a kept work without its time: the point's total is not known
-            meta["runtime_s"] = float("nan")
+        meta = state.meta()
         if state.split:
             try:
                 outputs = check_outputs(self.model, self.plan.sweep.method, self.plan.point_inputs(state.point)[1],
@@ -322,7 +328,7 @@ class _Tasks:
         if state.over:
             return
         state.over = True
-        self.writer.failed(state.index, state.point.hash, reason, meta or combined_meta(state.metas))
+        self.writer.failed(state.index, state.point.hash, reason, meta or state.meta())
         self.failed += 1
 
     # -- results ------------------------------------------------------------------------------------
