@@ -4,6 +4,7 @@ some of the sweep's sizes, for the evidence tables of docs/smi.md before the who
     python benchmarks/smi_onset.py run --skip 0.1 --transition alpha1 --sizes 250,500 [--seeds 16,8] [--workers 2]
     python benchmarks/smi_onset.py table --skip 0.1 --transition alpha1 [--log FILE | --store STORE] [--markdown]
     python benchmarks/smi_onset.py parts --skip 0.1 --store STORE
+    python benchmarks/smi_onset.py design --skip 0.1 --store STORE --sizes 3 --seeds 8
 
 `run` plans the shipped sweep at that skip (`--set` overrides as for `seqphase run`), takes the point's
 works (`OnsetMethod.tasks`: one GAMP instance per size, alpha and seed, each its own child of the point's
@@ -26,6 +27,9 @@ and the instances above the level per alpha, the onset per size).
 only the works not run here. It first reruns the smallest-size instance of each log through the point's
 own work and refuses (exit 1, nothing written) unless the logged overlaps are reproduced bit for bit:
 the log then belongs to this point, its settings and its method version.
+`design` reads a cheaper design off a point in a store: the rule on its first N sizes and first M seeds (the
+very instances `--set sizes=... --set n_seeds=M` runs), the estimates under every correction beside the whole
+point's, and the design's share of the cost.
 """
 
 from __future__ import annotations
@@ -147,13 +151,7 @@ def table(skip, transition, overrides, log=None, store=None, markdown=False):
     observable = method.transitions[transition]
     stored = None
     if store:
-        from seqphase.core.errors import StoreError
-        from seqphase.results.store import Store
-
-        try:
-            Store(store).check()  # a missing or foreign store: one line, exit 2 (not an empty table)
-        except StoreError as exc:
-            print(f"smi_onset.py: {exc}", file=sys.stderr)
+        if _bad_store(store):  # a missing or foreign store: one line, exit 2 (not an empty table)
             return 2
         rows, stored = stored_rows(skip, store, overrides)
         if not rows:
@@ -212,6 +210,75 @@ def table(skip, transition, overrides, log=None, store=None, markdown=False):
     return 0
 
 
+def design(skip, store, n_sizes, n_seeds, overrides):
+    """What a cheaper design would have given: the onset rule on the first `n_sizes` sizes and seeds 0 ..
+    n_seeds - 1 of the sweep's point at `skip` in `store` (done, or its finished works), beside the whole point.
+    The instances of `--set sizes=<the first n_sizes sizes> --set n_seeds=<n_seeds>` are these very draws (an
+    instance's stream is keyed by its size's index and its seed, core/onset.py), so this is that run's result up
+    to the bootstrap's resamples. Cost: the design's share of the point's sample-iterations (alpha d n_iter
+    summed; the cost per sample-iteration is one number per skip), and its CPU-s where the works' times are
+    kept (a point still running)."""
+    from seqphase.results.parts import Parts
+
+    method, _, settings, _, point_hash = point(skip, overrides)
+    if _bad_store(store):
+        return 2
+    rows, stored = stored_rows(skip, store, overrides)
+    kept = {} if stored else Parts(store, SWEEP).load_kept(point_hash)
+    sizes = list(settings["sizes"])
+    if not 2 <= n_sizes <= len(sizes) or not 2 <= n_seeds <= settings["n_seeds"]:
+        print(f"smi_onset.py: --sizes {n_sizes} / --seeds {n_seeds} out of range (fix: 2..{len(sizes)} sizes, "
+              f"2..{settings['n_seeds']} seeds)", file=sys.stderr)
+        return 2
+    windows = method.windows(settings)
+    share, cpu, cpu_all = [0.0, 0.0], 0.0, 0.0
+    for label, nd, ns in (("whole point", len(sizes), settings["n_seeds"]),  # (this bootstrap's s.e.)
+                          (f"first {n_sizes} sizes, {n_seeds} seeds", n_sizes, n_seeds)):
+        line = []
+        for t, alphas in windows.items():
+            keys = [[[onset.instance_key(t, d, j, s) for s in range(ns)] for j in range(len(alphas))]
+                    for d in sizes[:nd]]
+            missing = [k for size in keys for row in size for k in row if k not in rows]
+            if missing:
+                print(f"smi_onset.py: {len(missing)} instances of this design are not in {store} yet "
+                      f"(e.g. {missing[0]}): let the point run further", file=sys.stderr)
+                return 2
+            rng = np.random.default_rng(0)
+            obs = [np.array([[rows[k][method.transitions[t]] for k in row] for row in size]) for size in keys]
+            per_d = [onset.onset_at_size(alphas, o, d, level=settings["level"], rng=rng)
+                     for o, d in zip(obs, sizes[:nd])]
+            fits = [onset.extrapolate(sizes[:nd], [v for v, _ in per_d], [e for _, e in per_d], c)
+                    for c in onset.CORRECTIONS]
+            line.append(f"{t} " + " / ".join(f"{v:.3f} +- {e:.3f}" for v, e, _ in fits))
+            for si, size in enumerate(keys):
+                for j, row in enumerate(size):
+                    for k in row:
+                        work = alphas[j] * sizes[si] * rows[k]["n_iter"]
+                        share[0 if nd == len(sizes) else 1] += work
+                        if k in kept and kept[k].meta:
+                            if nd == len(sizes):
+                                cpu_all += kept[k].meta["runtime_s"]
+                            else:
+                                cpu += kept[k].meta["runtime_s"]
+        print(f"{label} ({' / '.join(onset.CORRECTIONS)}): " + "; ".join(line))
+    timed = f"; {cpu:.0f} of {cpu_all:.0f} CPU-s of the kept works" if cpu_all else ""
+    print(f"cost: {share[1] / share[0]:.3f} of the point's sample-iterations{timed}")
+    return 0
+
+
+def _bad_store(store):
+    """One line and True for a missing or foreign store (the caller exits 2)."""
+    from seqphase.core.errors import StoreError
+    from seqphase.results.store import Store
+
+    try:
+        Store(store).check()
+    except StoreError as exc:
+        print(f"smi_onset.py: {exc}", file=sys.stderr)
+        return True
+    return False
+
+
 def parts(skip, store, overrides):
     from seqphase.results.parts import Parts
     from seqphase.results.store import Store
@@ -256,11 +323,15 @@ def parts(skip, store, overrides):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    for name in ("run", "table", "parts"):
+    for name in ("run", "table", "parts", "design"):
         p = sub.add_parser(name)
         p.add_argument("--skip", type=float, required=True)
         if name == "parts":
             p.add_argument("--store", required=True, help="the zarr store `seqphase run` will write")
+        elif name == "design":
+            p.add_argument("--store", required=True, help="the store holding the sweep's point")
+            p.add_argument("--sizes", type=int, required=True, help="how many of the sweep's sizes, from the smallest")
+            p.add_argument("--seeds", type=int, required=True, help="how many seeds (0 .. N-1)")
         else:
             p.add_argument("--transition", choices=("alpha1", "alpha2"), required=True)
         if name == "table":
@@ -284,6 +355,8 @@ def main(argv=None):
         run(args.skip, args.transition, sizes, args.workers, args.overrides, seeds)
     elif args.command == "parts":
         return parts(args.skip, args.store, args.overrides)
+    elif args.command == "design":
+        return design(args.skip, args.store, args.sizes, args.seeds, args.overrides)
     else:
         return table(args.skip, args.transition, args.overrides, args.log, args.store, args.markdown)
     return 0

@@ -274,3 +274,51 @@ def test_benchmark_instances_are_handed_to_the_sweep_as_the_points_own_works(tmp
     other = tmp_path / "other.zarr"
     assert script.parts(1.0, str(other), tiny) == 1
     assert "not reproduced" in capsys.readouterr().err and not other.exists()
+
+
+def test_design_reads_a_cheaper_design_off_a_point(tmp_path, monkeypatch, capsys):
+    """`smi_onset.py design`: the first N sizes and M seeds of a point are the very draws of the point run with
+    `--set sizes=<those> --set n_seeds=M` (same streams), and the design's cost share is its part of the
+    sample-iterations (here closed form: constant n_iter, so (M / n_seeds) x (sizes kept / all sizes)); bad
+    input is one line and exit 2."""
+    from seqphase.results.parts import Parts
+    from seqphase.results.store import Store
+
+    script = _smi_onset_script(monkeypatch, tmp_path / "logs")
+    full = ["sizes=20,30,40", "n_seeds=4", "max_iter=3"]
+    method, params, settings, stream, point_hash = script.point(1.0, full)
+    small = script.point(1.0, ["sizes=20,30", "n_seeds=2", "max_iter=3"])
+    full_works = {w.key: w for w in next(method.tasks(params, settings, stream))}
+    small_works = {w.key: w for w in next(small[0].tasks(small[1], small[2], small[3]))}
+    assert small_works and set(small_works) < set(full_works)
+    for key, work in small_works.items():
+        a, b = work.kwargs["stream"], full_works[key].kwargs["stream"]
+        assert (a.entropy, a.spawn_key) == (b.entropy, b.spawn_key), key
+
+    store = tmp_path / "s.zarr"
+    assert script.design(1.0, str(store), 2, 2, full) == 2  # no store yet
+    assert "no seqphase store" in capsys.readouterr().err
+    Store(store).check(create=True)
+    kept = Parts(store, script.SWEEP)
+    # made-up overlaps that leave the floor inside each window at every size (3 (alpha - a0), spread by seed)
+    for t, alphas in method.windows(settings).items():
+        a0 = 0.3 if t == "alpha2" else 0.7
+        for d in settings["sizes"]:
+            for j, alpha in enumerate(alphas):
+                for s in range(settings["n_seeds"]):
+                    value = max(0.0, 3.0 * (alpha - a0)) + 0.02 * (s - 1.5)
+                    kept.save(point_hash, onset.instance_key(t, d, j, s),
+                              {"overlap_1": value, "overlap_2": value, "n_iter": 3, "converged": 0},
+                              {"runtime_s": 1.0})
+    assert script.design(1.0, str(store), 2, 2, full) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("whole point (d^-1/3 / d^-1/2 / d^-1): alpha2 ")
+    assert out[1].startswith("first 2 sizes, 2 seeds (d^-1/3 / d^-1/2 / d^-1): alpha2 ")
+    share = (2 / 4) * (20 + 30) / (20 + 30 + 40)
+    # the kept works' times (1 s each): the design's 2 seeds x 2 sizes x 16 alphas of the point's 4 x 3 x 16
+    assert out[2] == f"cost: {share:.3f} of the point's sample-iterations; 64 of 192 CPU-s of the kept works"
+    assert script.design(1.0, str(store), 4, 2, full) == 2  # more sizes than the sweep has
+    assert "--sizes 4" in capsys.readouterr().err
+    (store / ".seqphase-parts" / script.SWEEP / point_hash / "alpha1-d30-a0-s1.pkl").unlink()
+    assert script.design(1.0, str(store), 2, 2, full) == 2  # an instance of the design not there yet
+    assert "not in" in capsys.readouterr().err
