@@ -231,38 +231,42 @@ def design(skip, store, n_sizes, n_seeds, overrides):
               f"2..{settings['n_seeds']} seeds)", file=sys.stderr)
         return 2
     windows = method.windows(settings)
-    share, cpu, cpu_all = [0.0, 0.0], 0.0, 0.0
-    for label, nd, ns in (("whole point", len(sizes), settings["n_seeds"]),  # (this bootstrap's s.e.)
-                          (f"first {n_sizes} sizes, {n_seeds} seeds", n_sizes, n_seeds)):
-        line = []
+    cost = {}  # label -> [sample-iterations, CPU-s of the kept works]
+    designs = ((f"first {n_sizes} sizes, {n_seeds} seeds", n_sizes, n_seeds),
+               ("whole point", len(sizes), settings["n_seeds"]))  # (the whole point: this bootstrap's s.e.)
+    for label, nd, ns in designs:
+        keys = {t: [[[onset.instance_key(t, d, j, s) for s in range(ns)] for j in range(len(alphas))]
+                    for d in sizes[:nd]] for t, alphas in windows.items()}
+        missing = [k for t in keys for size in keys[t] for row in size for k in row if k not in rows]
+        if missing and nd < len(sizes):
+            print(f"smi_onset.py: {len(missing)} instances of this design are not in {store} yet "
+                  f"(e.g. {missing[0]}): let the point run further", file=sys.stderr)
+            return 2
+        if missing:  # a point still running: the design alone
+            print(f"{label}: not complete yet ({len(missing)} instances to go)")
+            continue
+        line, cost[label] = [], [0.0, 0.0]
         for t, alphas in windows.items():
-            keys = [[[onset.instance_key(t, d, j, s) for s in range(ns)] for j in range(len(alphas))]
-                    for d in sizes[:nd]]
-            missing = [k for size in keys for row in size for k in row if k not in rows]
-            if missing:
-                print(f"smi_onset.py: {len(missing)} instances of this design are not in {store} yet "
-                      f"(e.g. {missing[0]}): let the point run further", file=sys.stderr)
-                return 2
             rng = np.random.default_rng(0)
-            obs = [np.array([[rows[k][method.transitions[t]] for k in row] for row in size]) for size in keys]
+            obs = [np.array([[rows[k][method.transitions[t]] for k in row] for row in size]) for size in keys[t]]
             per_d = [onset.onset_at_size(alphas, o, d, level=settings["level"], rng=rng)
                      for o, d in zip(obs, sizes[:nd])]
             fits = [onset.extrapolate(sizes[:nd], [v for v, _ in per_d], [e for _, e in per_d], c)
                     for c in onset.CORRECTIONS]
             line.append(f"{t} " + " / ".join(f"{v:.3f} +- {e:.3f}" for v, e, _ in fits))
-            for si, size in enumerate(keys):
+            for si, size in enumerate(keys[t]):
                 for j, row in enumerate(size):
                     for k in row:
-                        work = alphas[j] * sizes[si] * rows[k]["n_iter"]
-                        share[0 if nd == len(sizes) else 1] += work
+                        cost[label][0] += alphas[j] * sizes[si] * rows[k]["n_iter"]
                         if k in kept and kept[k].meta:
-                            if nd == len(sizes):
-                                cpu_all += kept[k].meta["runtime_s"]
-                            else:
-                                cpu += kept[k].meta["runtime_s"]
+                            cost[label][1] += kept[k].meta["runtime_s"]
         print(f"{label} ({' / '.join(onset.CORRECTIONS)}): " + "; ".join(line))
-    timed = f"; {cpu:.0f} of {cpu_all:.0f} CPU-s of the kept works" if cpu_all else ""
-    print(f"cost: {share[1] / share[0]:.3f} of the point's sample-iterations{timed}")
+    (mine, _, _), (whole, _, _) = designs
+    timed = f"{cost[mine][1]:.0f} CPU-s of kept works" if cost[mine][1] else ""
+    if whole in cost:
+        share = f"{cost[mine][0] / cost[whole][0]:.3f} of the point's sample-iterations"
+        timed = f"{share}; {cost[mine][1]:.0f} of {cost[whole][1]:.0f} CPU-s of the kept works" if timed else share
+    print(f"cost: {timed or 'no kept times (a stored point)'}")
     return 0
 
 
