@@ -221,15 +221,15 @@ def design(skip, store, n_sizes, n_seeds, overrides):
     from seqphase.results.parts import Parts
 
     method, _, settings, _, point_hash = point(skip, overrides)
+    sizes = list(settings["sizes"])
+    if not 2 <= n_sizes <= len(sizes) or not 2 <= n_seeds <= settings["n_seeds"]:  # before reading the store
+        print(f"smi_onset.py: --sizes {n_sizes} / --seeds {n_seeds} out of range (fix: 2..{len(sizes)} sizes, "
+              f"2..{settings['n_seeds']} seeds)", file=sys.stderr)
+        return 2
     if _bad_store(store):
         return 2
     rows, stored = stored_rows(skip, store, overrides)
     kept = {} if stored else Parts(store, SWEEP).load_kept(point_hash)
-    sizes = list(settings["sizes"])
-    if not 2 <= n_sizes <= len(sizes) or not 2 <= n_seeds <= settings["n_seeds"]:
-        print(f"smi_onset.py: --sizes {n_sizes} / --seeds {n_seeds} out of range (fix: 2..{len(sizes)} sizes, "
-              f"2..{settings['n_seeds']} seeds)", file=sys.stderr)
-        return 2
     windows = method.windows(settings)
     cost = {}  # label -> [sample-iterations, CPU-s of the kept works]
     designs = ((f"first {n_sizes} sizes, {n_seeds} seeds", n_sizes, n_seeds),
