@@ -249,10 +249,8 @@ def design(skip, store, n_sizes, n_seeds, overrides):
         for t, alphas in windows.items():
             rng = np.random.default_rng(0)
             obs = [np.array([[rows[k][method.transitions[t]] for k in row] for row in size]) for size in keys[t]]
-            per_d = [onset.onset_at_size(alphas, o, d, level=settings["level"], rng=rng)
-                     for o, d in zip(obs, sizes[:nd])]
-            fits = [onset.extrapolate(sizes[:nd], [v for v, _ in per_d], [e for _, e in per_d], c)
-                    for c in onset.CORRECTIONS]
+            onsets, ses = onset.onsets_by_size(alphas, obs, sizes[:nd], level=settings["level"], rng=rng)
+            fits = [onset.extrapolate(sizes[:nd], onsets, ses, c) for c in onset.CORRECTIONS]
             line.append(f"{t} " + " / ".join(f"{v:.3f} +- {e:.3f}" for v, e, _ in fits))
             for si, size in enumerate(keys[t]):
                 for j, row in enumerate(size):

@@ -115,6 +115,13 @@ def onset_at_size(alphas, overlaps, d, *, level, rng, n_boot=N_BOOT):
     return value, float(np.nanstd(boot, ddof=1))
 
 
+def onsets_by_size(alphas, overlaps, sizes, *, level, rng):
+    """(onsets, s.e.), one per size: `onset_at_size` of overlaps[i] (alpha x seed) at sizes[i], the sizes in
+    order (the order in which the bootstrap draws from `rng`, so a point's stored s.e. are reproduced)."""
+    pairs = [onset_at_size(alphas, o, d, level=level, rng=rng) for o, d in zip(overlaps, sizes)]
+    return np.array([v for v, _ in pairs], dtype=float), np.array([e for _, e in pairs], dtype=float)
+
+
 CORRECTIONS = {"d^-1/3": 1.0 / 3.0, "d^-1/2": 0.5, "d^-1": 1.0}
 
 
@@ -253,9 +260,7 @@ class OnsetMethod(Method):
                         for k in got:
                             got[k][si, j, s] = r[k]
             obs = got[self.transitions[t]]
-            onsets, ses = np.empty(len(sizes)), np.empty(len(sizes))
-            for si, d in enumerate(sizes):
-                onsets[si], ses[si] = onset_at_size(alphas, obs[si], d, level=settings["level"], rng=boot_rng)
+            onsets, ses = onsets_by_size(alphas, obs, sizes, level=settings["level"], rng=boot_rng)
             out[f"{t}_gamp"], out[f"{t}_gamp_se"], out[f"{t}_gamp_chi2"] = extrapolate(
                 sizes, onsets, ses, settings["correction"])
             out.update({f"{t}_gamp_d": onsets, f"{t}_gamp_d_se": ses, f"{t}_alpha": alphas,
