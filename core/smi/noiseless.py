@@ -1,7 +1,7 @@
-"""The noiseless limit eps -> 0 of the 2-layer SE (docs/smi.md "The noiseless limit").
+"""The noiseless limit eps -> 0 of the SMI SE (docs/smi.md "The noiseless limit"; the perfect-recovery threshold at depth 2 and 3).
 
 The SE of `se.py` has V = I - Q + eps I and a teacher with index noise eps (the reference code's
-regulariser, spec smi.md §3.2); the paper's model is noiseless. Three computations:
+regulariser, spec smi.md §3.2); the paper's model is noiseless. The computations:
 
 * `extrapolate`: a sequence of SE fixed points at eps_1 > eps_2 > ... extrapolated to eps = 0. The form is
   checked on the data, not assumed: 1 - Q11 = a eps^gamma by least squares in log-log on the smallest
@@ -11,17 +11,21 @@ regulariser, spec smi.md §3.2); the paper's model is noiseless. Three computati
   provided the data look linear: the last difference must be at most 3 eps_1/eps_2 times the one before
   (a plateau's differences shrink like eps); otherwise (Q11 still creeping, e.g. by a constant step per
   decade) no limit is claimed (form "none", NaN).
-* `linear_response`: at a cavity V -> 0 the posterior given h (2 equations on the 4 entries of Z) is the
-  cavity prior restricted to the tangent plane of h(Z) = u, so per sample Cov = V - V J^T (J V J^T)^-1 J V
-  and m_a = V_aa E[sum_t g_at^2] (Nishimori: = V_aa E[sum_t -dg_t,aa]) satisfy m_1 + m_2 = T = 2 for every
-  ratio V11 / V22. The eps = 0 SE near Q = I is v_a' = v_a / (v_a + alpha m_a(v1/v2)) ~ v_a / (alpha m_a):
-  the ratio r = v1/v2 flows to r* with m_1(r*) = m_2(r*) = 1 (m_1 grows with r), and there v contracts by
-  1/(alpha m_1(r*)) per iteration.
-* `perfect_recovery`: the perfect-recovery threshold of layer 1 from that stability: r* by bisection on
-  log r, alpha_PR = 1 / m_1(r*) with its Monte Carlo s.e. (= p / T = 1 if the identity holds);
-  `contraction`: the same question asked of the full eps = 0 SE map (`se.qhat`, `se.prior_step`) started AT
-  Q = I - s diag(r*, 1) (v at the ratio it flows to), iterated n_steps times: the growth factor of
-  1 - Q11 over the last step, < 1 where perfect recovery is stable.
+* `linear_response`: at a cavity V -> 0 the posterior given h (T = 2 equations on the p T entries of Z) is
+  the cavity prior restricted to the tangent plane of h(Z) = u, so per sample Cov = V - V J^T (J V J^T)^-1 J V
+  and m_a = V_aa E[sum_t g_at^2] (Nishimori: = V_aa E[sum_t -dg_t,aa]) satisfy m_1 + ... + m_p = T for every
+  set of ratios V_aa / V_bb. `linear_response` reads m off the channel's posterior at a small V;
+  `tangent_response` computes the same limit in closed form, m_a = v_a tr(J_a^T (sum_b v_b J_b J_b^T)^-1 J_a)
+  with J_a = dh/dz_a by central differences of the link: it needs no posterior, so it holds at any depth
+  and checks the channel (and the 3-layer sampler, which is not accurate at V33 << V11, V22) where V -> 0.
+  The eps = 0 SE near Q = I is v_a' = v_a / (v_a + alpha m_a(v)) ~ v_a / (alpha m_a): the proportions of v
+  flow to v* with m_1 = ... = m_p = T / p (a layer whose v is relatively larger takes more of the sum T and
+  shrinks faster), and there v contracts by 1 / (alpha T / p) per iteration.
+* `perfect_recovery`: the perfect-recovery threshold from that stability: v* by iterating the flow on the
+  proportions of v, alpha_PR = 1 / m_1(v*) with its Monte Carlo s.e. (= p / T, 1 for 2 layers and 3/2 for
+  3, if the identity holds); `contraction`: the same question asked of the full eps = 0 SE map
+  (`se.qhat`, `se.prior_step`) started AT Q = I - s v* (v at the proportions it flows to), iterated
+  n_steps times: the growth factor of each 1 - Q_aa over the last step, < 1 where perfect recovery is stable.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from seqphase.core.numerics import psd_sqrt
+from seqphase.core.smi import link
 from seqphase.core.smi import se as sse
 
 
@@ -73,52 +78,92 @@ def extrapolate(eps, q, n_fit=3, gamma_min=0.2):
     return Extrapolation(float(q[0] + step), float(abs(step)), gamma, gamma_se, local, a, "linear")
 
 
+def _teacher(channel, V, draws):
+    """(omega, z) of the SE's teacher at overlap Q = I - V, eps = 0, on the draws."""
+    omega = np.einsum("ab,nbt->nat", psd_sqrt(np.eye(channel.p) - V), draws.xi)
+    return omega, omega + np.einsum("ab,nbt->nat", psd_sqrt(V), draws.u)
+
+
 def linear_response(channel, V, draws):
     """m_a = V_aa E[sum_t g_at^2] (p,) and its s.e. at eps = 0, teacher overlap Q = I - V (V diagonal),
-    on the draws (the SE's common random numbers)."""
+    on the draws (the SE's common random numbers), from the channel's posterior."""
     V = np.asarray(V, float)
-    Q = np.eye(channel.p) - V
-    omega = np.einsum("ab,nbt->nat", psd_sqrt(Q), draws.xi)
-    z = omega + np.einsum("ab,nbt->nat", psd_sqrt(V), draws.u)
+    omega, z = _teacher(channel, V, draws)
     g, _ = channel.g_out_tokens(channel.labels_of_z(z), omega, V)
     x = np.diag(V)[None, :] * np.einsum("nat,nat->na", g, g)
     return x.mean(0), x.std(0) / np.sqrt(x.shape[0])
 
 
+def link_jacobian(z, skip, step=1e-6):
+    """dh_L / dz (n, T, p, T) at pre-activations z (n, p, T), by central differences of `link.last_h` (the
+    link is smooth; the step's error, ~step^2 relative, is far below the Monte Carlo error of any use)."""
+    n, p, T = z.shape
+    J = np.empty((n, T, p, T))
+    for a in range(p):
+        for t in range(T):
+            dz = np.zeros_like(z)
+            dz[:, a, t] = step
+            J[:, :, a, t] = (link.last_h(z + dz, skip) - link.last_h(z - dz, skip)) / (2.0 * step)
+    return J
+
+
+def tangent_response(channel, V, draws):
+    """m (p,) and its s.e. of the V -> 0 limit in closed form: the posterior of Z given h is the cavity
+    Gaussian on the tangent plane of h(Z) = u, so m_a = v_a tr(J_a^T K^-1 J_a), K = sum_b v_b J_b J_b^T,
+    J_a = dh/dz_a at the teacher's z (V diagonal; only the proportions of V matter). That is the share of
+    layer a in the orthogonal projector onto the row space of [sqrt(v_a) J_a]_a, computed by a QR
+    factorisation rather than K^-1: at small skips the link is nearly singular on many draws (3 layers,
+    c = 1e-4: cond K > 1e8 on 23% of them), where K^-1 loses every digit. sum_a m_a = T on every draw."""
+    V = np.asarray(V, float)
+    v = np.diag(V)
+    _, z = _teacher(channel, V, draws)
+    J = link_jacobian(z, channel.skip) * np.sqrt(v)[None, None, :, None]  # (n, T, p, T)
+    n, T, p, _ = J.shape
+    basis, _ = np.linalg.qr(J.reshape(n, T, p * T).transpose(0, 2, 1))  # (n, p T, T), orthonormal columns
+    x = (basis ** 2).reshape(n, p, T * T).sum(axis=2)
+    return x.mean(0), x.std(0) / np.sqrt(n)
+
+
 @dataclass
 class PerfectRecovery:
-    alpha: float  # alpha_PR = 1 / m_1(r*)
+    alpha: float  # alpha_PR = 1 / m_1(v*)
     alpha_se: float
-    ratio: float  # r* = V11 / V22 where m_1 = m_2
-    m: np.ndarray  # (m_1, m_2) at r*
+    v: np.ndarray  # v* (p,): the proportions of 1 - Q_aa at which all m_a are equal, the last layer's = 1
+    m: np.ndarray  # (m_1, ..., m_p) at v*
     m_se: np.ndarray
+    steps: int  # iterations of the flow
+
+    @property
+    def ratio(self):
+        """V11 / V_pp at v* (for 2 layers the r* of docs/smi.md)."""
+        return float(self.v[0] / self.v[-1])
 
 
-def perfect_recovery(channel, draws, scale=1e-6, r_lo=1e-3, r_hi=1e3, rtol=1e-3):
-    """alpha_PR of layer 1 from the linearised eps = 0 SE at Q = I: r* with m_1(r*) = m_2(r*) (bisection
-    on log r; V = scale diag(sqrt r, 1 / sqrt r)), alpha_PR = 1 / m_1(r*), s.e. by the delta method."""
-
-    def at(r):
-        V = scale * np.diag([np.sqrt(r), 1.0 / np.sqrt(r)])
-        return linear_response(channel, V, draws)
-
-    lo, hi = np.log(r_lo), np.log(r_hi)
-    if not (at(r_lo)[0][0] < at(r_lo)[0][1] and at(r_hi)[0][0] > at(r_hi)[0][1]):
-        raise ValueError("m_1 - m_2 does not change sign on [r_lo, r_hi]")
-    while hi - lo > rtol:
-        mid = 0.5 * (lo + hi)
-        m, _ = at(np.exp(mid))
-        lo, hi = (mid, hi) if m[0] < m[1] else (lo, mid)
-    r = float(np.exp(0.5 * (lo + hi)))
-    m, m_se = at(r)
-    return PerfectRecovery(1.0 / m[0], m_se[0] / m[0] ** 2, r, m, m_se)
+def _cavity_at(v, scale):
+    """V = scale diag(v) / geometric mean(v): the proportions v at the size `scale`."""
+    v = np.asarray(v, float)
+    return scale * np.diag(v / np.exp(np.log(v).mean()))
 
 
-def contraction(channel, alpha, draws, ratio, scale=1e-6, n_steps=3):
-    """Growth factors (p,) of v = 1 - diag Q over the last of n_steps iterations of the full eps = 0 SE map
-    started at Q = I - scale diag(sqrt(ratio), 1 / sqrt(ratio)): < 1 where Q = I attracts."""
-    v = scale * np.array([np.sqrt(ratio), 1.0 / np.sqrt(ratio)])
-    Q = np.eye(channel.p) - np.diag(v)
+def perfect_recovery(channel, draws, response=linear_response, start=None, scale=1e-6, tol=1e-4, max_steps=200):
+    """alpha_PR of layer 1 from the linearised eps = 0 SE at Q = I: the proportions of v flow by
+    v_a <- v_a / m_a(v) (the map v_a / (alpha m_a) without its common factor 1/alpha) from `start` (default all
+    equal) until max_a |m_a / mean(m) - 1| <= tol; alpha_PR = 1 / m_1(v*), s.e. by the delta method.
+    Raises RuntimeError when the flow has not settled after max_steps."""
+    v = np.ones(channel.p) if start is None else np.asarray(start, float)
+    for step in range(max_steps + 1):
+        m, m_se = response(channel, _cavity_at(v, scale), draws)
+        if np.max(np.abs(m / m.mean() - 1.0)) <= tol:
+            return PerfectRecovery(1.0 / m[0], m_se[0] / m[0] ** 2, v / v[-1], m, m_se, step)
+        v = v / m
+        v = v / v[-1]
+    raise RuntimeError(f"the flow of v did not settle in {max_steps} steps (m = {m})")
+
+
+def contraction(channel, alpha, draws, v, scale=1e-6, n_steps=3):
+    """Growth factors (p,) of 1 - diag Q over the last of n_steps iterations of the full eps = 0 SE map
+    started at Q = I - scale diag(v) / geometric mean(v): < 1 where Q = I attracts."""
+    Q = np.eye(channel.p) - _cavity_at(v, scale)
     for _ in range(n_steps):
         prev = 1.0 - np.diag(Q)
         Q = sse.prior_step(sse.qhat(channel, Q, alpha, draws, eps=0.0))

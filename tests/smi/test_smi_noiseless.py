@@ -1,6 +1,7 @@
-"""The noiseless limit of the 2-layer SE (core/smi/noiseless.py): the eps -> 0 extrapolation on series
-with known limits, the counting identity m_1 + m_2 = T of the linearised SE at Q = I, the
-perfect-recovery threshold from it, and the full eps = 0 SE map against its linearisation."""
+"""The noiseless limit of the SMI SE (core/smi/noiseless.py): the eps -> 0 extrapolation on series
+with known limits, the counting identity m_1 + ... + m_p = T of the linearised SE at Q = I (the channel's
+posterior at a small V against the closed-form tangent-plane limit), the perfect-recovery threshold from
+it at 2 and 3 layers, and the full eps = 0 SE map against its linearisation."""
 
 import numpy as np
 import pytest
@@ -54,13 +55,76 @@ def test_counting_identity(ch_draws):
 
 
 def test_perfect_recovery_threshold_and_the_se_map(ch_draws):
-    """alpha_PR = 1/m_1(r*) within 3 s.e. of p/T = 1 (the counting identity); the full eps = 0 SE map started
-    at Q = I - v (v at the ratio r*) contracts 1 - Q11 by 1/(alpha m_1(r*)) per step, to 1e-3 relative
+    """alpha_PR = 1/m_1(v*) within 3 s.e. of p/T = 1 (the counting identity); the full eps = 0 SE map started
+    at Q = I - v (v at the proportions v*) contracts 1 - Q11 by 1/(alpha m_1(v*)) per step, to 1e-3 relative
     (same draws; the map's v/(v + alpha m) differs from v/(alpha m) by O(v) = 1e-5)."""
     ch, draws = ch_draws
     pr = nl.perfect_recovery(ch, draws)
     assert abs(pr.alpha - 1.0) < 3 * pr.alpha_se, pr
     assert abs(pr.m[0] - pr.m[1]) < 0.01 * pr.m[0]
     for alpha in (0.9, 1.2):
-        f = nl.contraction(ch, alpha, draws, pr.ratio)
+        f = nl.contraction(ch, alpha, draws, pr.v)
         assert abs(f[0] * alpha * pr.m[0] - 1.0) < 1e-3, (alpha, f, pr.m)
+
+
+def test_link_jacobian_against_the_chain_rule():
+    """J = dh/dz by central differences against the 2-layer link differentiated by hand: h = A(z1) z2,
+    A = c I + softmax(z1 z1^T), dA_ts/dz1_k = A'_ts (delta_tk z1_s + delta_sk z1_t - sum_r A'_tr (delta_tk z1_r
+    + delta_rk z1_t)), A' the softmax part."""
+    rng = np.random.default_rng(3)
+    z, c = rng.standard_normal((64, 2, 2)), 0.7
+    J = nl.link_jacobian(z, c)
+    z1, z2 = z[:, 0], z[:, 1]
+    S = np.exp(z1[:, :, None] * z1[:, None, :])
+    S /= S.sum(axis=2, keepdims=True)
+    eye = np.eye(2)
+    for k in range(2):
+        dlogit = eye[k][None, :, None] * z1[:, None, :] + eye[k][None, None, :] * z1[:, :, None]  # d(z1_t z1_s)
+        dS = S * (dlogit - np.einsum("nts,nts->nt", S, dlogit)[:, :, None])
+        np.testing.assert_allclose(J[:, :, 0, k], np.einsum("nts,ns->nt", dS, z2), rtol=1e-7, atol=1e-8)
+    np.testing.assert_allclose(J[:, :, 1, :], c * eye + S, rtol=1e-7, atol=1e-8)
+
+
+@pytest.mark.parametrize("depth", [2, 3])
+def test_tangent_response_sums_to_t_on_every_draw(depth):
+    """The closed form: sum_a m_a = T = 2 on each draw (a projection's trace), whatever the proportions of V;
+    a layer's share grows as its v grows relative to the others."""
+    ch = AttentionChannel(depth, 0.5)
+    draws = sse.Draws(depth, 2, 256, np.random.default_rng(8))
+    shares = []
+    for r in (1e-2, 1.0, 1e2):
+        v = np.ones(depth)
+        v[0] = r
+        m, _ = nl.tangent_response(ch, 1e-6 * np.diag(v), draws)
+        assert abs(m.sum() - 2.0) < 1e-9, (r, m)
+        shares.append(m[0])
+    assert np.all(np.diff(shares) > 0), shares
+
+
+def test_tangent_response_is_the_channels_limit(ch_draws):
+    """The channel's posterior at V = 1e-6 (the z2 chart) against the closed form on the same draws, at the
+    proportions of V where layer 1 is 100x less precise and at equal V: within 4 s.e. of the channel's m."""
+    ch, draws = ch_draws
+    for r in (1.0, 1e2):
+        V = 1e-6 * np.diag([np.sqrt(r), 1 / np.sqrt(r)])
+        m, se = nl.linear_response(ch, V, draws)
+        mt, _ = nl.tangent_response(ch, V, draws)
+        assert np.all(np.abs(m - mt) < 4 * se), (r, m, mt, se)
+
+
+def test_three_layers_perfect_recovery_two_ways():
+    """Three layers (c = 1): the closed-form flow reaches v* with m_a = T/p = 2/3 (alpha_PR = 3/2, the counting
+    bound p/T). The same flow through the 3-layer sampler (started at that v*) settles at its own v*, with
+    alpha_PR = 1/m_1 within 3 s.e. of 3/2; there the full eps = 0 SE map through the sampler contracts every
+    1 - Q_aa by 1/(alpha m_a) per step, to 2e-3 relative (measured: 6e-4 at 1024 draws), so the map's growth
+    crosses 1 at alpha = 1/m_1."""
+    ch = AttentionChannel(3, 1.0)
+    draws = sse.Draws(3, 2, 512, np.random.default_rng(5))
+    closed = nl.perfect_recovery(ch, draws, response=nl.tangent_response)
+    assert abs(closed.alpha - 1.5) < 1e-3 and np.all(np.abs(closed.m - 2.0 / 3.0) < 1e-3), closed
+    assert closed.v[0] > 10 and closed.v[1] > 10  # layers 1 and 2 end ~100x less precise than layer 3
+    pr = nl.perfect_recovery(ch, draws, start=closed.v, tol=1e-3)
+    assert abs(pr.alpha - 1.5) < 3 * pr.alpha_se, pr
+    for alpha in (1.2, 1.8):
+        f = nl.contraction(ch, alpha, draws, pr.v, n_steps=2)
+        assert np.all(np.abs(f * alpha * pr.m - 1.0) < 2e-3), (alpha, f, pr.m)
