@@ -46,7 +46,8 @@ def make_figure(ds, companions=None):
     title = ds.attrs.get("title", ds.attrs.get("seqphase_sweep", "")) + run_size_note(ds)
     width = fig.get_size_inches()[0]
     fig.suptitle(textwrap.fill(title, max(40, int(width * 13))), fontsize=10)
-    fig.tight_layout()
+    if fig.get_layout_engine() is None:  # a figure made with constrained layout keeps it (and places the title)
+        fig.tight_layout()
     return fig
 
 

@@ -204,6 +204,7 @@ def test_se_figure_three_layers():
     assert "3 layers" in ax.get_title()
 
 
+@pytest.mark.filterwarnings("error:The figure layout has changed")  # the figure keeps its constrained layout
 def test_threshold_figure(store):
     thr = open_results("smi-thresholds", store)
     # The shipped bisection runs ~20 s a point; put values in the stored layout to check their crosses.
