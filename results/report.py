@@ -436,33 +436,38 @@ def _smi_se_rows(ds, figure):
     return rows
 
 
-def _smi_noiseless_rows(ds):
-    """The model as written (noiseless): above alpha_PR = p/T = 1 the eps -> 0 limit of Q11 is 1 (perfect
-    recovery of layer 1). `noiseless.extrapolate` of the stored eps sequence (>= 3 eps) at each alpha > 1,
-    against 1; tolerance: how far the data are from the limit (1 - Q11 at the smallest eps, or the
-    extrapolation's own step when it is larger). A sequence that is not a power law to 1 gives another
-    limit (linear form) or none (NaN): the row then differs."""
+def _smi_noiseless_rows(ds, figure="Fig. 1 left", depth=2):
+    """The model as written (noiseless): above alpha_PR = p/T (1 at 2 layers, 3/2 at 3) the eps -> 0 limit of
+    every Q_ll below the last layer is 1 (perfect recovery). `noiseless.extrapolate` of the stored eps sequence
+    (>= 3 eps) at each alpha > alpha_PR, against 1; tolerance: how far the data are from the limit (1 - Q_ll at
+    the smallest eps, or the extrapolation's own step when it is larger). A sequence that is not a power law
+    to 1 gives another limit (linear form) or none (NaN): the row then differs."""
     from seqphase.core.smi import noiseless
 
     rows = []
     if "eps" not in ds.dims or ds.sizes["eps"] < 3:
         return rows
-    sub = _sel(ds, skip=1.0).isel(row=0, col=0)
+    alpha_pr = depth / 2.0  # p / T, T = 2 tokens
+    section = ("The counting identity and the perfect-recovery threshold" if depth == 2
+               else "The noiseless limit at three layers: perfect recovery above alpha = 3/2")
     for alpha in ds["alpha"].values:
-        if alpha <= 1.0:
+        if alpha <= alpha_pr:
             continue
-        eps, q11 = _xy(sub.sel(alpha=alpha), "overlap", x="eps")
-        keep = np.isfinite(q11)
-        if keep.sum() < 3:
-            continue
-        ext = noiseless.extrapolate(eps[keep], q11[keep])
-        gap = 1.0 - float(q11[keep][np.argmin(eps[keep])])
-        form = {"power": f"1 - Q11 ~ eps^{ext.gamma:.2f}", "linear": "linear in eps"}.get(ext.form, "no limit")
-        rows.append(Row("Fig. 1 left, the noiseless model (eps -> 0)", f"c = 1, alpha = {alpha:g}",
-                        f"Q11 at eps -> 0 ({form} on eps = {eps[keep].min():g} .. {eps[keep].max():g})", ext.q0, 1.0,
-                        max(gap, ext.q0_err if np.isfinite(ext.q0_err) else 0.0),
-                        "closed form: perfect recovery of layer 1 above alpha_PR = p/T = 1 (docs/smi.md, The "
-                        "counting identity); tolerance: 1 - Q11 at the smallest eps"))
+        for layer in range(1, depth):
+            sub = _sel(ds, skip=1.0, depth=depth).isel(row=layer - 1, col=layer - 1)
+            eps, q = _xy(sub.sel(alpha=alpha), "overlap", x="eps")
+            keep = np.isfinite(q)
+            if keep.sum() < 3:
+                continue
+            ext = noiseless.extrapolate(eps[keep], q[keep])
+            gap = 1.0 - float(q[keep][np.argmin(eps[keep])])
+            name = f"Q{layer}{layer}"
+            form = {"power": f"1 - {name} ~ eps^{ext.gamma:.2f}", "linear": "linear in eps"}.get(ext.form, "no limit")
+            rows.append(Row(f"{figure}, the noiseless model (eps -> 0)", f"c = 1, alpha = {alpha:g}",
+                            f"{name} at eps -> 0 ({form} on eps = {eps[keep].min():g} .. {eps[keep].max():g})", ext.q0,
+                            1.0, max(gap, ext.q0_err if np.isfinite(ext.q0_err) else 0.0),
+                            f"closed form: perfect recovery of layer {layer} above alpha_PR = p/T = {alpha_pr:g} "
+                            f"(docs/smi.md, {section}); tolerance: 1 - {name} at the smallest eps"))
     return rows
 
 
@@ -476,6 +481,9 @@ def _smi(results):
         if "eps" in ds.dims and 1e-3 in ds["eps"].values:
             rows += _smi_se_rows(ds.sel(eps=1e-3), "Fig. 1 left, eps = 1e-3 of smi-2layer-se-noiseless")
         rows += _smi_noiseless_rows(ds)
+    ds = results.get("smi-3layer-se-noiseless")
+    if ds is not None:
+        rows += _smi_noiseless_rows(ds, "Fig. 3 left", depth=3)
     ds = results.get("smi-thresholds")
     if ds is not None:
         pub = published_columns("smi", "alpha_critical.csv")

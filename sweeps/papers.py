@@ -113,7 +113,7 @@ PAPERS = {p.id: p for p in (
                 why_quick="d = 200, 4 seeds, 60 iterations, 2 alphas (d = 1000, 16 seeds, 200, 4)"),
         )),
     Paper(
-        id="smi", cost_quick="105 s (CPU 102 s) at load 3.4, beside a 2-worker sweep", title="Fundamental limits of learning in sequence multi-index models and deep attention "
+        id="smi", cost_quick="202 s (CPU 199 s) at load 3.1, beside a 2-worker sweep", title="Fundamental limits of learning in sequence multi-index models and deep attention "
         "networks", authors="Troiani, Cui, Dandi, Krzakala, Zdeborová", arxiv="2502.00901", venue="ICML 2025",
         docs="docs/smi.md",
         runs=(
@@ -137,6 +137,11 @@ PAPERS = {p.id: p for p in (
             Run("smi-3layer-se", "Fig. 3 left: three layers",
                 quick=("alpha=0.5,2.0", "method.n_mc=256", "method.max_iter=60", "method.n_error=5000"),
                 why_quick="2 alphas, 256 Monte-Carlo draws, 60 iterations (48, 1024, 200)"),
+            Run("smi-3layer-se-noiseless", "Fig. 3 left, the model as written (noiseless): Q11, Q22, Q33 for eps = "
+                "1e-3 (the reference code) .. 1e-6, around alpha_PR = 3/2 (c = 1)",
+                quick=("alpha=2.0", "method.eps=1e-3,1e-4,1e-5", "method.n_mc=256", "method.n_error=2000"),
+                why_quick="1 of the 6 alphas, eps down to 1e-5 (1e-6), 256 Monte-Carlo draws (1024), 2000 error "
+                          "draws (50000)"),
         )),
     Paper(
         id="aim", cost_quick="39 s (CPU 58 s)", cost_full="SE sweeps 571 s (CPU 248 s)", title="Bayes optimal learning of attention-indexed models",

@@ -232,3 +232,24 @@ def test_noiseless_smi_rows_compare_the_eps_limit_with_perfect_recovery():
     assert plateau.ours == pytest.approx(0.8, abs=1e-6) and plateau.verdict == DIFFERS
     compared = [r for r in _smi({"smi-2layer-se-noiseless": ds}) if "eps = 1e-3" in r.figure]
     assert {r.quantity for r in compared} == {"Q11", "Q22"}
+
+
+def test_noiseless_smi_rows_at_three_layers_start_above_three_halves():
+    """The rows of `smi-3layer-se-noiseless`: alpha_PR = p/T = 3/2, so alpha = 1.25 gives no row and alpha = 2
+    one row per layer below the last (Q11, Q22), each a power law to 1 that agrees."""
+    import numpy as np
+    import xarray as xr
+
+    from seqphase.results.report import AGREES, _smi
+
+    alphas, eps = np.array([1.25, 2.0]), np.array([1e-3, 1e-4, 1e-5, 1e-6])
+    overlap = np.zeros((2, 1, 4, 3, 3))
+    overlap[:, 0, :, 0, 0] = 1.0 - 40.0 * eps
+    overlap[:, 0, :, 1, 1] = 1.0 - 60.0 * eps
+    overlap[:, 0, :, 2, 2] = 1.0 - eps
+    ds = xr.Dataset({"overlap": (("alpha", "depth", "eps", "row", "col"), overlap)},
+                    coords={"alpha": alphas, "depth": [3.0], "eps": eps, "row": [1, 2, 3], "col": [1, 2, 3]})
+    rows = [r for r in _smi({"smi-3layer-se-noiseless": ds}) if "Fig. 3 left" in r.figure]
+    assert [(r.curve, r.quantity.split()[0]) for r in rows] == [("c = 1, alpha = 2", "Q11"), ("c = 1, alpha = 2", "Q22")]
+    assert all(r.verdict == AGREES and r.ours == 1.0 for r in rows)
+    assert rows[1].tolerance == pytest.approx(6e-5)
