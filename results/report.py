@@ -450,11 +450,12 @@ def _smi_noiseless_rows(ds, figure="Fig. 1 left", depth=2):
     alpha_pr = depth / 2.0  # p / T, T = 2 tokens
     section = ("The counting identity and the perfect-recovery threshold" if depth == 2
                else "The noiseless limit at three layers: perfect recovery above alpha = 3/2")
+    point = _sel(ds, skip=1.0, depth=depth)
+    diagonal = {layer: point.isel(row=layer - 1, col=layer - 1) for layer in range(1, depth)}
     for alpha in ds["alpha"].values:
         if alpha <= alpha_pr:
             continue
-        for layer in range(1, depth):
-            sub = _sel(ds, skip=1.0, depth=depth).isel(row=layer - 1, col=layer - 1)
+        for layer, sub in diagonal.items():
             eps, q = _xy(sub.sel(alpha=alpha), "overlap", x="eps")
             keep = np.isfinite(q)
             if keep.sum() < 3:
