@@ -216,8 +216,9 @@ def design(skip, store, n_sizes, n_seeds, overrides):
     The instances of `--set sizes=<the first n_sizes sizes> --set n_seeds=<n_seeds>` are these very draws (an
     instance's stream is keyed by its size's index and its seed, core/onset.py), so this is that run's result up
     to the bootstrap's resamples. Cost: the design's share of the point's sample-iterations (alpha d n_iter
-    summed; the cost per sample-iteration is one number per skip), and its CPU-s where the works' times are
-    kept (a point still running)."""
+    summed; the cost per sample-iteration is one number per skip), and its seconds of work where the works'
+    times are kept (a point still running): runtime_s, each work's wall time on its one-thread worker, CPU-s where
+    the worker had its core to itself."""
     from seqphase.results.parts import Parts
 
     method, _, settings, _, point_hash = point(skip, overrides)
@@ -231,7 +232,7 @@ def design(skip, store, n_sizes, n_seeds, overrides):
     rows, stored = stored_rows(skip, store, overrides)
     kept = {} if stored else Parts(store, SWEEP).load_kept(point_hash)
     windows = method.windows(settings)
-    cost = {}  # label -> [sample-iterations, CPU-s of the kept works]
+    cost = {}  # label -> [sample-iterations, s of work of the kept works (their runtime_s)]
     designs = ((f"first {n_sizes} sizes, {n_seeds} seeds", n_sizes, n_seeds),
                ("whole point", len(sizes), settings["n_seeds"]))  # (the whole point: this bootstrap's s.e.)
     for label, nd, ns in designs:
@@ -260,10 +261,10 @@ def design(skip, store, n_sizes, n_seeds, overrides):
                             cost[label][1] += kept[k].meta["runtime_s"]
         print(f"{label} ({' / '.join(onset.CORRECTIONS)}): " + "; ".join(line))
     (mine, _, _), (whole, _, _) = designs
-    timed = f"{cost[mine][1]:.0f} CPU-s of kept works" if cost[mine][1] else ""
+    timed = f"{cost[mine][1]:.0f} s of work of the kept works" if cost[mine][1] else ""
     if whole in cost:
         share = f"{cost[mine][0] / cost[whole][0]:.3f} of the point's sample-iterations"
-        timed = f"{share}; {cost[mine][1]:.0f} of {cost[whole][1]:.0f} CPU-s of the kept works" if timed else share
+        timed = f"{share}; {cost[mine][1]:.0f} of {cost[whole][1]:.0f} s of work of the kept works" if timed else share
     print(f"cost: {timed or 'no kept times (a stored point)'}")
     return 0
 

@@ -316,7 +316,7 @@ def test_design_reads_a_cheaper_design_off_a_point(tmp_path, monkeypatch, capsys
     assert out[1].startswith("whole point (d^-1/3 / d^-1/2 / d^-1): alpha2 ")
     share = (2 / 4) * (20 + 30) / (20 + 30 + 40)
     # the kept works' times (1 s each): the design's 2 seeds x 2 sizes x 16 alphas of the point's 4 x 3 x 16
-    assert out[2] == f"cost: {share:.3f} of the point's sample-iterations; 64 of 192 CPU-s of the kept works"
+    assert out[2] == f"cost: {share:.3f} of the point's sample-iterations; 64 of 192 s of work of the kept works"
     assert script.design(1.0, str(store), 4, 2, full) == 2  # more sizes than the sweep has
     assert "--sizes 4" in capsys.readouterr().err
     # a point still running: the design complete, the whole point not (its largest size): the design alone
@@ -324,7 +324,8 @@ def test_design_reads_a_cheaper_design_off_a_point(tmp_path, monkeypatch, capsys
     (folder / "alpha1-d40-a0-s3.pkl").unlink()
     assert script.design(1.0, str(store), 2, 2, full) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[1] == "whole point: not complete yet (1 instances to go)" and out[2] == "cost: 64 CPU-s of kept works"
+    assert out[1] == "whole point: not complete yet (1 instances to go)"
+    assert out[2] == "cost: 64 s of work of the kept works"
     (folder / "alpha1-d30-a0-s1.pkl").unlink()
     assert script.design(1.0, str(store), 2, 2, full) == 2  # an instance of the design not there yet
     assert "not in" in capsys.readouterr().err
