@@ -5,6 +5,7 @@ some of the sweep's sizes, for the evidence tables of docs/smi.md before the who
     python benchmarks/smi_onset.py table --skip 0.1 --transition alpha1 [--log FILE | --store STORE] [--markdown]
     python benchmarks/smi_onset.py parts --skip 0.1 --store STORE
     python benchmarks/smi_onset.py design --skip 0.1 --store STORE --sizes 3 --seeds 8
+    python benchmarks/smi_onset.py cap --skip 1 --transition alpha1 --size 2000 --steps 2,3 --max-iter 450 --store STORE
 
 `run` plans the shipped sweep at that skip (`--set` overrides as for `seqphase run`), takes the point's
 works (`OnsetMethod.tasks`: one GAMP instance per size, alpha and seed, each its own child of the point's
@@ -30,6 +31,15 @@ the log then belongs to this point, its settings and its method version.
 `design` reads a cheaper design off a point in a store: the rule on its first N sizes and first M seeds (the
 very instances `--set sizes=... --set n_seeds=M` runs), the estimates under every correction beside the whole
 point's, and the design's share of the cost.
+`cap` asks whether the sweep's iteration cap (max_iter) moves the onset at one size: it reruns the stored
+instances of some alphas of that size (`--seeds N`: seeds 0 .. N-1) to a larger cap, on the same streams (an
+instance's stream does not depend on max_iter, so each rerun passes through the stored run bit for bit: the
+largest difference at the stored iteration is printed, <= 5e-7 from the log's 6 decimals), logs each run's
+|M_ll| per iteration to
+benchmarks/results/onset/smi-c<skip>-<transition>-d<d>-cap<N>-v<version>.jsonl (resumable like `run`), and prints
+per alpha the mean and the instances above the level at the sweep's cap and at the larger one, how many met the
+tolerance, how many still move after the sweep's cap (range of |M_ll| after it above the level), and the onset
+at that size both ways.
 """
 
 from __future__ import annotations
@@ -269,6 +279,82 @@ def design(skip, store, n_sizes, n_seeds, overrides):
     return 0
 
 
+def _trajectory(work, layer):
+    """(key, |M_ll| per iteration (0 = the start), iterations, converged, CPU-s) of one instance of the point."""
+    from seqphase.core.smi.model import gamp_instance
+
+    start = time.process_time()
+    kw = work.kwargs
+    tr, _ = gamp_instance(kw["params"], kw["settings"], kw["alpha"], kw["d"], kw["stream"], n_gen=10)
+    path = np.round(np.abs(np.asarray(tr.overlap)[:, layer, layer]), 6)  # 6 decimals: the log stays small
+    return work.key, path.tolist(), int(tr.n_iter), int(bool(tr.converged)), time.process_time() - start
+
+
+def cap(skip, transition, d, steps, max_iter, store, n_seeds, workers, overrides):
+    """The sweep's iteration cap against a larger one at size d (module docstring)."""
+    method, _, settings, _, _ = point(skip, overrides)
+    alphas = method.windows(settings)[transition]
+    observable = method.transitions[transition]
+    n_seeds = settings["n_seeds"] if n_seeds is None else n_seeds
+    bad = (f"--size {d} is not one of the sweep's sizes {list(settings['sizes'])}" if d not in settings["sizes"]
+           else f"--steps {steps}: the {transition} window has steps 0..{len(alphas) - 1}"
+           if not steps or any(not 0 <= j < len(alphas) for j in steps)
+           else f"--max-iter {max_iter} is not above the sweep's max_iter {settings['max_iter']}"
+           if max_iter <= settings["max_iter"]
+           else f"--seeds {n_seeds}: give 1..{settings['n_seeds']}" if not 1 <= n_seeds <= settings["n_seeds"] else "")
+    if bad:
+        print(f"smi_onset.py: {bad}", file=sys.stderr)
+        return 2
+    if _bad_store(store):
+        return 2
+    rows, _ = stored_rows(skip, store, overrides)
+    keys = [[onset.instance_key(transition, d, j, s) for s in range(n_seeds)] for j in range(len(alphas))]
+    missing = [k for row in keys for k in row if k not in rows]
+    if missing:
+        print(f"smi_onset.py: {len(missing)} instances at d = {d} are not in {store} yet (e.g. {missing[0]}): let "
+              "the point run further", file=sys.stderr)
+        return 2
+    longer, params, longer_settings, stream, _ = point(skip, list(overrides) + [f"max_iter={max_iter}"])
+    works = {w.key: w for w in next(longer.tasks(params, longer_settings, stream))}
+    version = longer.version
+    path = OUT / f"smi-c{skip:g}-{transition}-d{d}-cap{max_iter}-v{version}.jsonl"
+    OUT.mkdir(parents=True, exist_ok=True)
+    have = done_keys(path)
+    layer = int(observable[-1]) - 1  # overlap_1 -> M11
+    todo = [works[keys[j][s]] for s in range(n_seeds) for j in steps if keys[j][s] not in have]  # seed by seed
+    with ProcessPoolExecutor(workers) as pool, open(path, "a") as fh:
+        for fut in as_completed([pool.submit(_trajectory, w, layer) for w in todo]):
+            key, trajectory, n_iter, converged, seconds = fut.result()
+            have[key] = {"key": key, "trajectory": trajectory, "n_iter": n_iter, "converged": converged,
+                         "cpu_s": seconds}
+            fh.write(json.dumps(have[key]) + "\n")
+            fh.flush()
+    level = settings["level"] / np.sqrt(d)
+    old = np.array([[rows[k][observable] for k in row] for row in keys])
+    new = old.copy()
+    # the rerun at the stored run's last iteration is the stored value (same stream, same code; to the log's
+    # 6 decimals)
+    replay = max(abs(have[keys[j][s]]["trajectory"][int(rows[keys[j][s]]["n_iter"])] - old[j, s])
+                 for j in steps for s in range(n_seeds))
+    print(f"skip {skip:g}, {transition}, d = {d}, seeds 0..{n_seeds - 1}: cap {settings['max_iter']} -> {max_iter}; "
+          f"level {level:.4f}; rerun at the stored iteration: largest difference {replay:.1e}")
+    for j in steps:
+        runs = [have[keys[j][s]] for s in range(n_seeds)]
+        new[j] = [r["trajectory"][-1] for r in runs]
+        moving = sum(np.ptp(r["trajectory"][settings["max_iter"]:] or [0.0]) > level for r in runs)
+        print(f"alpha {alphas[j]:.3f}: mean {old[j].mean():.3f} ({(old[j] > level).sum()}/{n_seeds} above) -> "
+              f"{new[j].mean():.3f} ({(new[j] > level).sum()}/{n_seeds}); {sum(r['converged'] for r in runs)} "
+              f"met the tolerance by {max_iter}; {moving} moved by more than the level after iteration "
+              f"{settings['max_iter']}")
+    for label, obs in ((f"cap {settings['max_iter']}", old), (f"cap {max_iter} at these alphas", new)):
+        try:
+            value, se = onset.onset_at_size(alphas, obs, d, level=settings["level"], rng=np.random.default_rng(0))
+            print(f"onset at d = {d}, {label}: {value:.4f} +- {se:.4f}")
+        except onset.OnsetWindowError as exc:
+            print(f"onset at d = {d}, {label}: {exc}")
+    return 0
+
+
 def _bad_store(store):
     """One line and True for a missing or foreign store (the caller exits 2)."""
     from seqphase.core.errors import StoreError
@@ -326,7 +412,7 @@ def parts(skip, store, overrides):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    for name in ("run", "table", "parts", "design"):
+    for name in ("run", "table", "parts", "design", "cap"):
         p = sub.add_parser(name)
         p.add_argument("--skip", type=float, required=True)
         if name == "parts":
@@ -337,6 +423,13 @@ def main(argv=None):
             p.add_argument("--seeds", type=int, required=True, help="how many seeds (0 .. N-1)")
         else:
             p.add_argument("--transition", choices=("alpha1", "alpha2"), required=True)
+        if name == "cap":
+            p.add_argument("--store", required=True, help="the store holding the sweep's point")
+            p.add_argument("--size", type=int, required=True, help="one of the sweep's sizes")
+            p.add_argument("--steps", required=True, help="comma-separated alpha steps of the window (0 = its first)")
+            p.add_argument("--max-iter", type=int, required=True, help="the larger cap")
+            p.add_argument("--seeds", type=int, default=None, help="seeds 0 .. N-1 (default: all the point's)")
+            p.add_argument("--workers", type=int, default=1)
         if name == "table":
             source = p.add_mutually_exclusive_group()
             source.add_argument("--log", default=None, help="another log than this version's (e.g. an earlier version's)")
@@ -360,6 +453,10 @@ def main(argv=None):
         return parts(args.skip, args.store, args.overrides)
     elif args.command == "design":
         return design(args.skip, args.store, args.sizes, args.seeds, args.overrides)
+    elif args.command == "cap":
+        steps = [int(v) for v in args.steps.split(",") if v.strip()]
+        return cap(args.skip, args.transition, args.size, steps, args.max_iter, args.store, args.seeds,
+                   args.workers, args.overrides)
     else:
         return table(args.skip, args.transition, args.overrides, args.log, args.store, args.markdown)
     return 0

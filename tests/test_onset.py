@@ -329,3 +329,43 @@ def test_design_reads_a_cheaper_design_off_a_point(tmp_path, monkeypatch, capsys
     (folder / "alpha1-d30-a0-s1.pkl").unlink()
     assert script.design(1.0, str(store), 2, 2, full) == 2  # an instance of the design not there yet
     assert "not in" in capsys.readouterr().err
+
+
+def test_cap_reruns_stored_instances_through_their_stored_runs(tmp_path, monkeypatch, capsys):
+    """`smi_onset.py cap`: a rerun to a larger cap is the stored instance continued (same stream, so its |M11|
+    at the stored iteration is the stored value to the log's 6 decimals), logged per iteration and resumable;
+    bad input is one line and exit 2."""
+    import json
+
+    from seqphase.results.parts import Parts
+    from seqphase.results.store import Store
+
+    script = _smi_onset_script(monkeypatch, tmp_path / "logs")
+    full = ["sizes=20,30", "n_seeds=2", "max_iter=3"]
+    method, params, settings, stream, point_hash = script.point(1.0, full)
+    store = tmp_path / "s.zarr"
+    Store(store).check(create=True)
+    kept = Parts(store, script.SWEEP)
+    for work in next(method.tasks(params, settings, stream)):  # the alpha_1 window at d = 30, run for real
+        if work.key.startswith("alpha1-d30-"):
+            kept.save(point_hash, work.key, work.fn(**work.kwargs), {"runtime_s": 1.0})
+    args = (1.0, "alpha1", 30, [2, 3])
+    for bad, flag in (((1.0, "alpha1", 40, [2]), "--size 40"), ((1.0, "alpha1", 30, [7]), "--steps"),
+                      ((1.0, "alpha1", 30, [2], 3), "--max-iter 3")):
+        call = bad + (6,) if len(bad) == 4 else bad
+        assert script.cap(*call, str(store), None, 1, full) == 2
+        assert flag in capsys.readouterr().err
+    assert script.cap(1.0, "alpha2", 30, [0], 6, str(store), None, 1, full) == 2  # not run: nothing to rerun
+    assert "not in" in capsys.readouterr().err
+
+    assert script.cap(*args, 6, str(store), None, 1, full) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert float(out[0].rsplit(" ", 1)[1]) <= 5e-7, out[0]
+    assert out[1].startswith("alpha 0.700: mean ") and out[2].startswith("alpha 0.800: mean ")
+    assert out[3].startswith("onset at d = 30, cap 3") and out[4].startswith("onset at d = 30, cap 6 at these alphas")
+    log = tmp_path / "logs" / f"smi-c1-alpha1-d30-cap6-v{method.version}.jsonl"
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    assert sorted(r["key"] for r in rows) == [f"alpha1-d30-a{j}-s{s}" for j in (2, 3) for s in (0, 1)]
+    assert all(len(r["trajectory"]) == r["n_iter"] + 1 <= 7 for r in rows)
+    assert script.cap(*args, 6, str(store), None, 1, full) == 0  # resumed: nothing rerun, the same report
+    assert capsys.readouterr().out.splitlines() == out and len(log.read_text().splitlines()) == 4
