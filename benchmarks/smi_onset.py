@@ -279,13 +279,11 @@ def design(skip, store, n_sizes, n_seeds, overrides):
     return 0
 
 
-def _trajectory(work, layer):
-    """(key, |M_ll| per iteration (0 = the start), iterations, converged, CPU-s) of one instance of the point."""
-    from seqphase.core.smi.model import gamp_instance
-
+def _trajectory(method, work, layer):
+    """(key, |M_ll| per iteration (0 = the start), iterations, converged, CPU-s) of one instance of the point:
+    the trace of the very run the work makes (`Onset.trace`)."""
     start = time.process_time()
-    kw = work.kwargs
-    tr, _ = gamp_instance(kw["params"], kw["settings"], kw["alpha"], kw["d"], kw["stream"], n_gen=10)
+    tr = method.trace(**work.kwargs)
     path = np.round(np.abs(np.asarray(tr.overlap)[:, layer, layer]), 6)  # 6 decimals: the log stays small
     return work.key, path.tolist(), int(tr.n_iter), int(bool(tr.converged)), time.process_time() - start
 
@@ -323,7 +321,7 @@ def cap(skip, transition, d, steps, max_iter, store, n_seeds, workers, overrides
     layer = int(observable[-1]) - 1  # overlap_1 -> M11
     todo = [works[keys[j][s]] for s in range(n_seeds) for j in steps if keys[j][s] not in have]  # seed by seed
     with ProcessPoolExecutor(workers) as pool, open(path, "a") as fh:
-        for fut in as_completed([pool.submit(_trajectory, w, layer) for w in todo]):
+        for fut in as_completed([pool.submit(_trajectory, longer, w, layer) for w in todo]):
             key, trajectory, n_iter, converged, seconds = fut.result()
             have[key] = {"key": key, "trajectory": trajectory, "n_iter": n_iter, "converged": converged,
                          "cpu_s": seconds}

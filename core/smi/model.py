@@ -351,8 +351,14 @@ class Onset(onset.OnsetMethod):
     observables = ("overlap_1", "overlap_2")
     transitions = {"alpha2": "overlap_2", "alpha1": "overlap_1"}
 
-    def run_instance(self, params, settings, alpha, d, stream):
+    def trace(self, params, settings, alpha, d, stream):
+        """GAMP's whole trace on one instance (overlaps per iteration): what `run_instance` reads its final
+        overlaps off, and what a rerun to another cap continues (benchmarks/smi_onset.py cap)."""
         tr, _ = gamp_instance(params, settings, alpha, d, stream, n_gen=10)  # the plug-in error is not used
+        return tr
+
+    def run_instance(self, params, settings, alpha, d, stream):
+        tr = self.trace(params, settings, alpha, d, stream)
         m = np.abs(np.diag(tr.overlap[-1]))
         return {"overlap_1": float(m[0]), "overlap_2": float(m[1]), "n_iter": tr.n_iter,
                 "converged": int(bool(tr.converged))}
