@@ -97,6 +97,17 @@ def _work(work):
     return work.key, out, time.process_time() - start
 
 
+def _logged(workers, path, calls, row):
+    """Run calls [(fn, *args)] in a pool of `workers` processes; as each finishes, append row(its result) to the
+    JSON-lines log at `path` (flushed, so a run cut short keeps what finished) and yield it."""
+    with ProcessPoolExecutor(workers) as pool, open(path, "a") as fh:
+        for fut in as_completed([pool.submit(*call) for call in calls]):
+            done = row(fut.result())
+            fh.write(json.dumps(done) + "\n")
+            fh.flush()
+            yield done
+
+
 def run(skip, transition, sizes, workers, overrides, seeds=None):
     method, params, settings, stream, _ = point(skip, overrides)
     works = next(method.tasks(params, settings, stream))
@@ -115,15 +126,16 @@ def run(skip, transition, sizes, workers, overrides, seeds=None):
     print(f"skip {skip:g} {transition}: {len(todo)} instances to run ({len(have)} already there), sizes {sizes}",
           flush=True)
     started, cpu = time.time(), 0.0
-    with ProcessPoolExecutor(workers) as pool, open(path, "a") as fh:
-        futures = [pool.submit(_work, w) for w in todo]  # submitted in order: smallest size first
-        for k, fut in enumerate(as_completed(futures), 1):
-            key, out, seconds = fut.result()
-            cpu += seconds
-            fh.write(json.dumps({"key": key, **{n: float(v) for n, v in out.items()}, "cpu_s": seconds}) + "\n")
-            fh.flush()
-            if k % 16 == 0:
-                print(f"  {k}/{len(todo)} in {time.time() - started:.0f} s wall, {cpu:.0f} CPU-s", flush=True)
+
+    def row(result):
+        key, out, seconds = result
+        return {"key": key, **{n: float(v) for n, v in out.items()}, "cpu_s": seconds}
+
+    # submitted in order: smallest size first
+    for k, done in enumerate(_logged(workers, path, [(_work, w) for w in todo], row), 1):
+        cpu += done["cpu_s"]
+        if k % 16 == 0:
+            print(f"  {k}/{len(todo)} in {time.time() - started:.0f} s wall, {cpu:.0f} CPU-s", flush=True)
     print(f"done: {len(todo)} instances, {time.time() - started:.0f} s wall, {cpu:.0f} CPU-s", flush=True)
 
 
@@ -320,13 +332,12 @@ def cap(skip, transition, d, steps, max_iter, store, n_seeds, workers, overrides
     have = done_keys(path)
     layer = int(observable[-1]) - 1  # overlap_1 -> M11
     todo = [works[keys[j][s]] for s in range(n_seeds) for j in steps if keys[j][s] not in have]  # seed by seed
-    with ProcessPoolExecutor(workers) as pool, open(path, "a") as fh:
-        for fut in as_completed([pool.submit(_trajectory, longer, w, layer) for w in todo]):
-            key, trajectory, n_iter, converged, seconds = fut.result()
-            have[key] = {"key": key, "trajectory": trajectory, "n_iter": n_iter, "converged": converged,
-                         "cpu_s": seconds}
-            fh.write(json.dumps(have[key]) + "\n")
-            fh.flush()
+    def row(result):
+        key, trajectory, n_iter, converged, seconds = result
+        return {"key": key, "trajectory": trajectory, "n_iter": n_iter, "converged": converged, "cpu_s": seconds}
+
+    for done in _logged(workers, path, [(_trajectory, longer, w, layer) for w in todo], row):
+        have[done["key"]] = done
     level = settings["level"] / np.sqrt(d)
     old = np.array([[rows[k][observable] for k in row] for row in keys])
     new = old.copy()

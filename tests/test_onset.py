@@ -350,10 +350,12 @@ def test_cap_reruns_stored_instances_through_their_stored_runs(tmp_path, monkeyp
         if work.key.startswith("alpha1-d30-"):
             kept.save(point_hash, work.key, work.fn(**work.kwargs), {"runtime_s": 1.0})
     args = (1.0, "alpha1", 30, [2, 3])
-    for bad, flag in (((1.0, "alpha1", 40, [2]), "--size 40"), ((1.0, "alpha1", 30, [7]), "--steps"),
-                      ((1.0, "alpha1", 30, [2], 3), "--max-iter 3")):
+    for bad, n_seeds, flag in (((1.0, "alpha1", 40, [2]), None, "--size 40"),
+                               ((1.0, "alpha1", 30, [7]), None, "--steps"),
+                               ((1.0, "alpha1", 30, [2], 3), None, "--max-iter 3"),
+                               ((1.0, "alpha1", 30, [2]), 3, "--seeds 3"), ((1.0, "alpha1", 30, [2]), 0, "--seeds 0")):
         call = bad + (6,) if len(bad) == 4 else bad
-        assert script.cap(*call, str(store), None, 1, full) == 2
+        assert script.cap(*call, str(store), n_seeds, 1, full) == 2
         assert flag in capsys.readouterr().err
     assert script.cap(1.0, "alpha2", 30, [0], 6, str(store), None, 1, full) == 2  # not run: nothing to rerun
     assert "not in" in capsys.readouterr().err
