@@ -6,6 +6,7 @@ some of the sweep's sizes, for the evidence tables of docs/smi.md before the who
     python benchmarks/smi_onset.py parts --skip 0.1 --store STORE
     python benchmarks/smi_onset.py design --skip 0.1 --store STORE --sizes 3 --seeds 8
     python benchmarks/smi_onset.py cap --skip 1 --transition alpha1 --size 2000 --steps 2,3 --max-iter 450 --store STORE
+        [--seeds N] [--tol-strip 1e-6]
 
 `run` plans the shipped sweep at that skip (`--set` overrides as for `seqphase run`), takes the point's
 works (`OnsetMethod.tasks`: one GAMP instance per size, alpha and seed, each its own child of the point's
@@ -39,7 +40,10 @@ largest difference at the stored iteration is printed, <= 5e-7 from the log's 6 
 benchmarks/results/onset/smi-c<skip>-<transition>-d<d>-cap<N>-v<version>.jsonl (resumable like `run`), and prints
 per alpha the mean and the instances above the level at the sweep's cap and at the larger one, how many met the
 tolerance, how many still move after the sweep's cap (range of |M_ll| after it above the level), and the onset
-at that size both ways.
+at that size both ways. `--tol-strip T` reruns with the posterior's error tolerance in strip coordinates (skips
+below ~0.4; `Resolution.tol_strip`, 1e-4) at T, logs to ...-cap<N>-tol<T>-v<version>.jsonl, and prints the largest
+difference of |M_ll| from the same instances in the default tolerance's cap logs (any cap; their common
+iterations): whether a trajectory is GAMP's own or the grid's error.
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np
 
 from seqphase.core import onset
+from seqphase.core.smi.channels import Resolution
 
 OUT = Path(__file__).resolve().parent / "results" / "onset"
 SWEEP = "smi-thresholds-gamp"
@@ -291,17 +296,19 @@ def design(skip, store, n_sizes, n_seeds, overrides):
     return 0
 
 
-def _trajectory(method, work, layer):
+def _trajectory(method, work, layer, resolution=None):
     """(key, |M_ll| per iteration (0 = the start), iterations, converged, CPU-s) of one instance of the point:
-    the trace of the very run the work makes (`Onset.trace`)."""
+    the trace of the very run the work makes (`Onset.trace`), or of that run with the channel's grid settings
+    replaced by `resolution`."""
     start = time.process_time()
-    tr = method.trace(**work.kwargs)
+    tr = method.trace(**work.kwargs, resolution=resolution)
     path = np.round(np.abs(np.asarray(tr.overlap)[:, layer, layer]), 6)  # 6 decimals: the log stays small
     return work.key, path.tolist(), int(tr.n_iter), int(bool(tr.converged)), time.process_time() - start
 
 
-def cap(skip, transition, d, steps, max_iter, store, n_seeds, workers, overrides):
-    """The sweep's iteration cap against a larger one at size d (module docstring)."""
+def cap(skip, transition, d, steps, max_iter, store, n_seeds, workers, overrides, tol_strip=None):
+    """The sweep's iteration cap against a larger one at size d (module docstring); with `tol_strip`, the
+    posterior's error tolerance in strip coordinates replaced too."""
     method, _, settings, _, _ = point(skip, overrides)
     alphas = method.windows(settings)[transition]
     observable = method.transitions[transition]
@@ -311,7 +318,9 @@ def cap(skip, transition, d, steps, max_iter, store, n_seeds, workers, overrides
            if not steps or any(not 0 <= j < len(alphas) for j in steps)
            else f"--max-iter {max_iter} is not above the sweep's max_iter {settings['max_iter']}"
            if max_iter <= settings["max_iter"]
-           else f"--seeds {n_seeds}: give 1..{settings['n_seeds']}" if not 1 <= n_seeds <= settings["n_seeds"] else "")
+           else f"--seeds {n_seeds}: give 1..{settings['n_seeds']}" if not 1 <= n_seeds <= settings["n_seeds"]
+           else f"--tol-strip {tol_strip}: give a tolerance > 0 (the default is {Resolution().tol_strip:g})"
+           if tol_strip is not None and not tol_strip > 0 else "")
     if bad:
         print(f"smi_onset.py: {bad}", file=sys.stderr)
         return 2
@@ -327,7 +336,9 @@ def cap(skip, transition, d, steps, max_iter, store, n_seeds, workers, overrides
     longer, params, longer_settings, stream, _ = point(skip, list(overrides) + [f"max_iter={max_iter}"])
     works = {w.key: w for w in next(longer.tasks(params, longer_settings, stream))}
     version = longer.version
-    path = OUT / f"smi-c{skip:g}-{transition}-d{d}-cap{max_iter}-v{version}.jsonl"
+    resolution = None if tol_strip is None else Resolution(tol_strip=tol_strip)
+    tol = "" if tol_strip is None else f"-tol{tol_strip:g}"
+    path = OUT / f"smi-c{skip:g}-{transition}-d{d}-cap{max_iter}{tol}-v{version}.jsonl"
     OUT.mkdir(parents=True, exist_ok=True)
     have = done_keys(path)
     layer = int(observable[-1]) - 1  # overlap_1 -> M11
@@ -336,7 +347,7 @@ def cap(skip, transition, d, steps, max_iter, store, n_seeds, workers, overrides
         key, trajectory, n_iter, converged, seconds = result
         return {"key": key, "trajectory": trajectory, "n_iter": n_iter, "converged": converged, "cpu_s": seconds}
 
-    for done in _logged(workers, path, [(_trajectory, longer, w, layer) for w in todo], row):
+    for done in _logged(workers, path, [(_trajectory, longer, w, layer, resolution) for w in todo], row):
         have[done["key"]] = done
     level = settings["level"] / np.sqrt(d)
     old = np.array([[rows[k][observable] for k in row] for row in keys])
@@ -345,8 +356,11 @@ def cap(skip, transition, d, steps, max_iter, store, n_seeds, workers, overrides
     # 6 decimals)
     replay = max(abs(have[keys[j][s]]["trajectory"][int(rows[keys[j][s]]["n_iter"])] - old[j, s])
                  for j in steps for s in range(n_seeds))
-    print(f"skip {skip:g}, {transition}, d = {d}, seeds 0..{n_seeds - 1}: cap {settings['max_iter']} -> {max_iter}; "
-          f"level {level:.4f}; rerun at the stored iteration: largest difference {replay:.1e}")
+    print(f"skip {skip:g}, {transition}, d = {d}, seeds 0..{n_seeds - 1}: cap {settings['max_iter']} -> {max_iter}"
+          + ("" if tol_strip is None else f", tol_strip {tol_strip:g}")
+          + f"; level {level:.4f}; rerun at the stored iteration: largest difference {replay:.1e}")
+    if tol_strip is not None:
+        _against_default_tolerance(path, have, [keys[j][s] for j in steps for s in range(n_seeds)])
     for j in steps:
         runs = [have[keys[j][s]] for s in range(n_seeds)]
         new[j] = [r["trajectory"][-1] for r in runs]
@@ -362,6 +376,26 @@ def cap(skip, transition, d, steps, max_iter, store, n_seeds, workers, overrides
         except onset.OnsetWindowError as exc:
             print(f"onset at d = {d}, {label}: {exc}")
     return 0
+
+
+def _against_default_tolerance(path, have, keys):
+    """Print how far the trajectories in `have` (a --tol-strip rerun) lie from the same instances' trajectories
+    in the cap logs of the default tolerance beside `path` (any cap), over their common iterations."""
+    stem = path.name.split("-cap")[0]
+    for other in sorted(path.parent.glob(f"{stem}-cap*-v*.jsonl")):
+        if "-tol" in other.name:
+            continue
+        rows = done_keys(other)
+        common = [k for k in keys if k in rows]
+        if not common:
+            continue
+        gaps = {}
+        for k in common:
+            n = min(len(rows[k]["trajectory"]), len(have[k]["trajectory"]))
+            gaps[k] = (max(abs(a - b) for a, b in zip(rows[k]["trajectory"][:n], have[k]["trajectory"][:n])), n - 1)
+        worst = max(gaps, key=lambda k: gaps[k][0])
+        print(f"against the default tolerance ({other.name}, {len(common)} instances): largest |M_ll| difference "
+              f"{gaps[worst][0]:.1e} ({worst}, iterations 0..{gaps[worst][1]})")
 
 
 def _bad_store(store):
@@ -439,6 +473,9 @@ def main(argv=None):
             p.add_argument("--max-iter", type=int, required=True, help="the larger cap")
             p.add_argument("--seeds", type=int, default=None, help="seeds 0 .. N-1 (default: all the point's)")
             p.add_argument("--workers", type=int, default=1)
+            p.add_argument("--tol-strip", type=float, default=None,
+                           help="rerun with this posterior error tolerance in strip coordinates (c < ~0.4) instead "
+                                "of the channel's default, and compare with the default's cap logs")
         if name == "table":
             source = p.add_mutually_exclusive_group()
             source.add_argument("--log", default=None, help="another log than this version's (e.g. an earlier version's)")
@@ -465,7 +502,7 @@ def main(argv=None):
     elif args.command == "cap":
         steps = [int(v) for v in args.steps.split(",") if v.strip()]
         return cap(args.skip, args.transition, args.size, steps, args.max_iter, args.store, args.seeds,
-                   args.workers, args.overrides)
+                   args.workers, args.overrides, args.tol_strip)
     else:
         return table(args.skip, args.transition, args.overrides, args.log, args.store, args.markdown)
     return 0

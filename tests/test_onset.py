@@ -331,24 +331,32 @@ def test_design_reads_a_cheaper_design_off_a_point(tmp_path, monkeypatch, capsys
     assert "not in" in capsys.readouterr().err
 
 
+def _cap_point(tmp_path, monkeypatch, skip):
+    """A tiny `smi-thresholds-gamp` point at `skip` (sizes 20, 30; 2 seeds; 3 iterations) whose alpha_1 window at
+    d = 30 is run for real and kept in a fresh store, as a running sweep keeps its works: (script, method, store,
+    the --set overrides)."""
+    from seqphase.results.parts import Parts
+    from seqphase.results.store import Store
+
+    script = _smi_onset_script(monkeypatch, tmp_path / "logs")
+    full = ["sizes=20,30", "n_seeds=2", "max_iter=3"]
+    method, params, settings, stream, point_hash = script.point(skip, full)
+    store = tmp_path / "s.zarr"
+    Store(store).check(create=True)
+    kept = Parts(store, script.SWEEP)
+    for work in next(method.tasks(params, settings, stream)):
+        if work.key.startswith("alpha1-d30-"):
+            kept.save(point_hash, work.key, work.fn(**work.kwargs), {"runtime_s": 1.0})
+    return script, method, store, full
+
+
 def test_cap_reruns_stored_instances_through_their_stored_runs(tmp_path, monkeypatch, capsys):
     """`smi_onset.py cap`: a rerun to a larger cap is the stored instance continued (same stream, so its |M11|
     at the stored iteration is the stored value to the log's 6 decimals), logged per iteration and resumable;
     bad input is one line and exit 2."""
     import json
 
-    from seqphase.results.parts import Parts
-    from seqphase.results.store import Store
-
-    script = _smi_onset_script(monkeypatch, tmp_path / "logs")
-    full = ["sizes=20,30", "n_seeds=2", "max_iter=3"]
-    method, params, settings, stream, point_hash = script.point(1.0, full)
-    store = tmp_path / "s.zarr"
-    Store(store).check(create=True)
-    kept = Parts(store, script.SWEEP)
-    for work in next(method.tasks(params, settings, stream)):  # the alpha_1 window at d = 30, run for real
-        if work.key.startswith("alpha1-d30-"):
-            kept.save(point_hash, work.key, work.fn(**work.kwargs), {"runtime_s": 1.0})
+    script, method, store, full = _cap_point(tmp_path, monkeypatch, 1.0)
     args = (1.0, "alpha1", 30, [2, 3])
     for bad, n_seeds, flag in (((1.0, "alpha1", 40, [2]), None, "--size 40"),
                                ((1.0, "alpha1", 30, [7]), None, "--steps"),
@@ -371,3 +379,27 @@ def test_cap_reruns_stored_instances_through_their_stored_runs(tmp_path, monkeyp
     assert all(len(r["trajectory"]) == r["n_iter"] + 1 <= 7 for r in rows)
     assert script.cap(*args, 6, str(store), None, 1, full) == 0  # resumed: nothing rerun, the same report
     assert capsys.readouterr().out.splitlines() == out and len(log.read_text().splitlines()) == 4
+
+
+def test_cap_tol_strip_reaches_the_small_skip_posterior(tmp_path, monkeypatch, capsys):
+    """`smi_onset.py cap --tol-strip`: the tolerance reaches the posterior at a small skip (the default's own
+    value, given explicitly, reruns the default's trajectories bit for bit; a coarse one moves them), each
+    tolerance has its own log and is compared with the default tolerance's cap log; a tolerance <= 0 is one
+    line and exit 2."""
+    script, method, store, full = _cap_point(tmp_path, monkeypatch, 0.1)
+    args = (0.1, "alpha1", 30, [3], 6, str(store), None, 1, full)
+    assert script.cap(*args, tol_strip=0.0) == 2
+    assert "--tol-strip 0.0" in capsys.readouterr().err
+    assert script.cap(*args) == 0  # the default tolerance: the log the others are compared with
+    assert "against the default" not in capsys.readouterr().out
+
+    def gap(tol_strip):
+        assert script.cap(*args, tol_strip=tol_strip) == 0
+        line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("against the default"))
+        assert f"cap6-v{method.version}.jsonl, 2 instances" in line, line
+        return float(line.split("difference ")[1].split(" ")[0])
+
+    assert gap(1e-4) == 0.0  # the channel's default value, given explicitly
+    assert gap(1.0) > 0.0  # almost any grid accepted: the trajectories move
+    logs = sorted(p.name for p in (tmp_path / "logs").iterdir())
+    assert logs == sorted(f"smi-c0.1-alpha1-d30-cap6-{t}v{method.version}.jsonl" for t in ("", "tol0.0001-", "tol1-"))

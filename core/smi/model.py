@@ -135,8 +135,8 @@ def _layer_dims():
     return {"row": np.arange(1, MAX_DEPTH + 1), "col": np.arange(1, MAX_DEPTH + 1)}
 
 
-def _channel(params):
-    return AttentionChannel(int(params.get("depth", 2)), params["skip"])
+def _channel(params, resolution=None):
+    return AttentionChannel(int(params.get("depth", 2)), params["skip"], resolution)
 
 
 class SE(Method):
@@ -182,11 +182,12 @@ class SE(Method):
         return figures.plot_se(plt, ds, companions)
 
 
-def gamp_instance(params, settings, alpha, d, stream, n_gen):
+def gamp_instance(params, settings, alpha, d, stream, n_gen, resolution=None):
     """GAMP on one instance drawn from `stream` (the gamp and onset methods' instance): (trace, teacher W*).
-    The stream draws the instance, then the run's n_gen test sequences, initialisation and side information."""
+    The stream draws the instance, then the run's n_gen test sequences, initialisation and side information.
+    `resolution` replaces the channel's default grid settings (a check of the posterior's numerics only)."""
     s = settings
-    ch = _channel(params)
+    ch = _channel(params, resolution)
     rng = np.random.default_rng(stream)
     X, W, _, u = sgamp.sample_instance(ch, alpha, d, rng, noise=s["noise"])
     tr = sgamp.run_gamp(ch, X, u, W, max_iter=s["max_iter"], damping=s["damping"], tol=s["tol"],
@@ -351,10 +352,12 @@ class Onset(onset.OnsetMethod):
     observables = ("overlap_1", "overlap_2")
     transitions = {"alpha2": "overlap_2", "alpha1": "overlap_1"}
 
-    def trace(self, params, settings, alpha, d, stream):
+    def trace(self, params, settings, alpha, d, stream, resolution=None):
         """GAMP's whole trace on one instance (overlaps per iteration): what `run_instance` reads its final
-        overlaps off, and what a rerun to another cap continues (benchmarks/smi_onset.py cap)."""
-        tr, _ = gamp_instance(params, settings, alpha, d, stream, n_gen=10)  # the plug-in error is not used
+        overlaps off, and what a rerun to another cap continues (benchmarks/smi_onset.py cap; its
+        `--tol-strip` passes a `resolution` other than the channel's default, the sweep never does)."""
+        tr, _ = gamp_instance(params, settings, alpha, d, stream, n_gen=10,  # the plug-in error is not used
+                              resolution=resolution)
         return tr
 
     def run_instance(self, params, settings, alpha, d, stream):
