@@ -22,7 +22,8 @@ instances run size by size, and seed by seed across the window, so a run cut sho
 its alphas have: the mean overlap per alpha, the per-size onset +- its bootstrap s.e., and the
 extrapolation d -> infinity over those sizes. With `--store` it reads the sweep's point in that store instead
 of a log: the stored instances once the point is done, else the works the sweep has finished so far (its parts,
-results/parts.py): a look at a point still running. `--markdown` prints the table of docs/smi.md (mean overlap
+results/parts.py): a look at a point still running, with each size's cost as its works kept it (s of work, the
+sum of their one-thread workers' wall times, as the stored runtime_s). `--markdown` prints the table of docs/smi.md (mean overlap
 and the instances above the level per alpha, the onset per size).
 `parts` hands the instances of both transitions' logs at that skip to `seqphase run smi-thresholds-gamp
 --store STORE` as finished works of the point (results/parts.py, under the point's hash), so the sweep runs
@@ -160,7 +161,14 @@ def stored_rows(skip, store, overrides):
         ds = None
     at = ds.sel(skip=skip).squeeze(drop=True) if ds is not None and skip in ds["skip"].values else None
     if at is None or int(at["status"]) != DONE or str(at["point_hash"].values) != point_hash:
-        return Parts(store, SWEEP).load(point_hash), None
+        # a running point: its finished works, each with the time it took ("work_s": the wall time of its
+        # one-thread worker, as the point's runtime_s sums them; absent where a work kept no metadata)
+        rows = {}
+        for key, kept in Parts(store, SWEEP).load_kept(point_hash).items():
+            rows[key] = dict(kept.result)
+            if kept.meta and "runtime_s" in kept.meta:
+                rows[key]["work_s"] = float(kept.meta["runtime_s"])
+        return rows, None
     rows, stored = {}, {}
     for t, alphas in method.windows(settings).items():
         for si, d in enumerate(settings["sizes"]):
@@ -217,8 +225,11 @@ def table(skip, transition, overrides, log=None, store=None, markdown=False):
             print(f"| {d} | " + " | ".join(f"{m:.3f} ({a}/{n})" for m, a in zip(obs.mean(axis=1), above))
                   + f" | {cell} |")
         else:
-            cpu = sum(rows[k].get("cpu_s", np.nan) for row in keys for k in row)
-            print(f"d = {d:5d}, {n} seeds" + (f" ({cpu:.0f} CPU-s)" if np.isfinite(cpu) else "") + f": mean {observable} "
+            cpu = sum(rows[k].get("cpu_s", np.nan) for row in keys for k in row)  # a log's instances
+            work = sum(rows[k].get("work_s", np.nan) for row in keys for k in row)  # a running point's works
+            cost = (f" ({cpu:.0f} CPU-s)" if np.isfinite(cpu) else f" ({work:.0f} s of work)" if np.isfinite(work)
+                    else "")
+            print(f"d = {d:5d}, {n} seeds" + cost + f": mean {observable} "
                   + " ".join(f"{a:.2f}: {m:.3f}" for a, m in zip(alphas, obs.mean(axis=1))))
             print("          instances above the level: " + " ".join(f"{a}/{n}" for a in above))
             print(f"          onset {value:.3f} +- {se:.3f}" if np.isfinite(value) else f"          {se}")

@@ -249,9 +249,16 @@ def test_benchmark_instances_are_handed_to_the_sweep_as_the_points_own_works(tmp
     assert sorted(kept) == sorted(k for k in works if k.startswith("alpha1-"))  # 2 sizes x 2 alphas x 2 seeds
     for key, result in kept.items():
         assert pickle.dumps(result) == pickle.dumps(works[key].fn(**works[key].kwargs)), key
-    # `table --store` reads the point's finished works while the point is not stored
-    assert script.stored_rows(1.0, str(store), tiny) == (kept, None)
+    # `table --store` reads the point's finished works while the point is not stored, each with its kept time
+    log_lines = script.log_path(1.0, "alpha1").read_text().splitlines()
+    logged = {row["key"]: row["cpu_s"] for row in map(json.loads, log_lines)}
+    assert script.stored_rows(1.0, str(store), tiny) == ({k: {**v, "work_s": logged[k]} for k, v in kept.items()}, None)
     capsys.readouterr()
+    assert script.table(1.0, "alpha1", tiny, store=str(store)) == 0
+    sizes = [line for line in capsys.readouterr().out.splitlines() if line.startswith("d = ")]
+    keys = [[k for k in kept if k.startswith(f"alpha1-d{d}-")] for d in (20, 30)]
+    assert [float(line.split("(")[1].split(" s of work")[0]) for line in sizes] == [
+        round(sum(logged[k] for k in ks)) for ks in keys]
     assert script.table(1.0, "alpha1", tiny, store=str(store), markdown=True) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("| alpha_1, \\|M11\\| at d | ") and lines[1] == "|---|---|---|---|"
@@ -354,8 +361,6 @@ def test_cap_reruns_stored_instances_through_their_stored_runs(tmp_path, monkeyp
     """`smi_onset.py cap`: a rerun to a larger cap is the stored instance continued (same stream, so its |M11|
     at the stored iteration is the stored value to the log's 6 decimals), logged per iteration and resumable;
     bad input is one line and exit 2."""
-    import json
-
     script, method, store, full = _cap_point(tmp_path, monkeypatch, 1.0)
     args = (1.0, "alpha1", 30, [2, 3])
     for bad, n_seeds, flag in (((1.0, "alpha1", 40, [2]), None, "--size 40"),
