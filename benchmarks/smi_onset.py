@@ -23,8 +23,8 @@ its alphas have: the mean overlap per alpha, the per-size onset +- its bootstrap
 extrapolation d -> infinity over those sizes. With `--store` it reads the sweep's point in that store instead
 of a log: the stored instances once the point is done, else the works the sweep has finished so far (its parts,
 results/parts.py): a look at a point still running, with each size's cost as its works kept it (s of work, the
-sum of their one-thread workers' wall times, as the stored runtime_s). `--markdown` prints the table of docs/smi.md (mean overlap
-and the instances above the level per alpha, the onset per size).
+sum of their one-thread workers' wall times, as the stored runtime_s). `--markdown` prints the table of
+docs/smi.md (mean overlap and the instances above the level per alpha, the onset per size).
 `parts` hands the instances of both transitions' logs at that skip to `seqphase run smi-thresholds-gamp
 --store STORE` as finished works of the point (results/parts.py, under the point's hash), so the sweep runs
 only the works not run here. It first reruns the smallest-size instance of each log through the point's
@@ -324,14 +324,17 @@ def cap(skip, transition, d, steps, max_iter, store, n_seeds, workers, overrides
     alphas = method.windows(settings)[transition]
     observable = method.transitions[transition]
     n_seeds = settings["n_seeds"] if n_seeds is None else n_seeds
-    bad = (f"--size {d} is not one of the sweep's sizes {list(settings['sizes'])}" if d not in settings["sizes"]
-           else f"--steps {steps}: the {transition} window has steps 0..{len(alphas) - 1}"
-           if not steps or any(not 0 <= j < len(alphas) for j in steps)
-           else f"--max-iter {max_iter} is not above the sweep's max_iter {settings['max_iter']}"
-           if max_iter <= settings["max_iter"]
-           else f"--seeds {n_seeds}: give 1..{settings['n_seeds']}" if not 1 <= n_seeds <= settings["n_seeds"]
-           else f"--tol-strip {tol_strip}: give a tolerance > 0 (the default is {Resolution().tol_strip:g})"
-           if tol_strip is not None and not tol_strip > 0 else "")
+    checks = (  # (wrong, the line that says so), the first wrong one is reported
+        (d not in settings["sizes"], f"--size {d} is not one of the sweep's sizes {list(settings['sizes'])}"),
+        (not steps or any(not 0 <= j < len(alphas) for j in steps),
+         f"--steps {steps}: the {transition} window has steps 0..{len(alphas) - 1}"),
+        (max_iter <= settings["max_iter"],
+         f"--max-iter {max_iter} is not above the sweep's max_iter {settings['max_iter']}"),
+        (not 1 <= n_seeds <= settings["n_seeds"], f"--seeds {n_seeds}: give 1..{settings['n_seeds']}"),
+        (tol_strip is not None and not tol_strip > 0,
+         f"--tol-strip {tol_strip}: give a tolerance > 0 (the default is {Resolution().tol_strip:g})"),
+    )
+    bad = next((line for wrong, line in checks if wrong), None)
     if bad:
         print(f"smi_onset.py: {bad}", file=sys.stderr)
         return 2
@@ -354,6 +357,7 @@ def cap(skip, transition, d, steps, max_iter, store, n_seeds, workers, overrides
     have = done_keys(path)
     layer = int(observable[-1]) - 1  # overlap_1 -> M11
     todo = [works[keys[j][s]] for s in range(n_seeds) for j in steps if keys[j][s] not in have]  # seed by seed
+
     def row(result):
         key, trajectory, n_iter, converged, seconds = result
         return {"key": key, "trajectory": trajectory, "n_iter": n_iter, "converged": converged, "cpu_s": seconds}

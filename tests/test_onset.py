@@ -404,7 +404,11 @@ def test_cap_tol_strip_reaches_the_small_skip_posterior(tmp_path, monkeypatch, c
         assert f"cap6-v{method.version}.jsonl, 2 instances" in line, line
         return float(line.split("difference ")[1].split(" ")[0])
 
-    assert gap(1e-4) == 0.0  # the channel's default value, given explicitly
+    from seqphase.core.smi.channels import Resolution
+
+    default = Resolution().tol_strip
+    assert gap(default) == 0.0  # the channel's default value, given explicitly
     assert gap(1.0) > 0.0  # almost any grid accepted: the trajectories move
     logs = sorted(p.name for p in (tmp_path / "logs").iterdir())
-    assert logs == sorted(f"smi-c0.1-alpha1-d30-cap6-{t}v{method.version}.jsonl" for t in ("", "tol0.0001-", "tol1-"))
+    tols = ("", f"tol{default:g}-", "tol1-")
+    assert logs == sorted(f"smi-c0.1-alpha1-d30-cap6-{t}v{method.version}.jsonl" for t in tols)
