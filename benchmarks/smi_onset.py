@@ -4,6 +4,7 @@ some of the sweep's sizes, for the evidence tables of docs/smi.md before the who
     python benchmarks/smi_onset.py run --skip 0.1 --transition alpha1 --sizes 250,500 [--seeds 16,8] [--workers 2]
     python benchmarks/smi_onset.py table --skip 0.1 --transition alpha1 [--log FILE | --store STORE] [--markdown]
     python benchmarks/smi_onset.py parts --skip 0.1 --store STORE
+    python benchmarks/smi_onset.py log --skip 0.1 --store STORE
     python benchmarks/smi_onset.py design --skip 0.1 --store STORE --sizes 3 --seeds 8
     python benchmarks/smi_onset.py cap --skip 1 --transition alpha1 --size 2000 --steps 2,3 --max-iter 450 --store STORE
         [--seeds N] [--tol-strip 1e-6]
@@ -30,6 +31,10 @@ docs/smi.md (mean overlap and the instances above the level per alpha, the onset
 only the works not run here. It first reruns the smallest-size instance of each log through the point's
 own work and refuses (exit 1, nothing written) unless the logged overlaps are reproduced bit for bit:
 the log then belongs to this point, its settings and its method version.
+`log` is its inverse: it appends the works a store keeps for a point still running (its parts) to the
+transitions' logs as `run` writes them (each work's kept time as cpu_s), so a point too long for one machine's
+lease travels as text: `log` where it ran, `parts` where it resumes. A key already in a log with other values
+is refused (exit 1, nothing written).
 `design` reads a cheaper design off a point in a store: the rule on its first N sizes and first M seeds (the
 very instances `--set sizes=... --set n_seeds=M` runs), the estimates under every correction beside the whole
 point's, and the design's share of the cost.
@@ -467,14 +472,59 @@ def parts(skip, store, overrides):
     return 0
 
 
+def log(skip, store, overrides):
+    """The inverse of `parts`: write the works a store keeps for the point (a point still running) to the
+    transitions' logs, each as `run` logs it (its result's values as floats, its kept time as cpu_s), so the
+    point's finished works travel as text to another machine, where `parts` hands them to that store's sweep."""
+    from seqphase.results.parts import Parts
+
+    if _bad_store(store):
+        return 2
+    method, _, _, _, point_hash = point(skip, overrides)
+    kept = Parts(store, SWEEP).load_kept(point_hash)
+    if not kept:
+        print(f"{store} keeps no finished work of the point at skip {skip:g} (point {point_hash[:12]}): a point "
+              "not started, or already stored; nothing written", file=sys.stderr)
+        return 1
+    rows = {}  # transition -> [row]
+    for key, one in sorted(kept.items(), key=lambda pair: onset.parse_instance_key(pair[0])):
+        row = {"key": key, **{n: float(v) for n, v in one.result.items()}}
+        if one.meta and "runtime_s" in one.meta:
+            row["cpu_s"] = float(one.meta["runtime_s"])
+        rows.setdefault(onset.parse_instance_key(key)[0], []).append(row)
+    OUT.mkdir(parents=True, exist_ok=True)
+    for transition in method.transitions:  # a key already logged must say the same, or nothing is written
+        logged = done_keys(log_path(skip, transition))
+        for row in rows.get(transition, []):
+            have = logged.get(row["key"])
+            if have is not None and any(have.get(n) != v for n, v in row.items() if n != "cpu_s"):
+                print(f"{log_path(skip, transition)}: {row['key']} is logged with other values ({have}) than the "
+                      f"store keeps ({row}); nothing written", file=sys.stderr)
+                return 1
+    written = 0
+    for transition, batch in rows.items():
+        path = log_path(skip, transition)
+        logged = done_keys(path)
+        fresh = [row for row in batch if row["key"] not in logged]
+        with open(path, "a") as fh:
+            fh.writelines(json.dumps(row) + "\n" for row in fresh)
+        written += len(fresh)
+        print(f"{path.name}: {len(fresh)} works written ({len(batch) - len(fresh)} already there)")
+    print(f"{written} of the {len(kept)} works {store} keeps for point {point_hash[:12]} logged; on another machine "
+          f"`python benchmarks/smi_onset.py parts --skip {skip:g} --store STORE` hands them to its sweep")
+    return 0
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    for name in ("run", "table", "parts", "design", "cap"):
+    for name in ("run", "table", "parts", "log", "design", "cap"):
         p = sub.add_parser(name)
         p.add_argument("--skip", type=float, required=True)
         if name == "parts":
             p.add_argument("--store", required=True, help="the zarr store `seqphase run` will write")
+        elif name == "log":
+            p.add_argument("--store", required=True, help="the store whose sweep is running the point")
         elif name == "design":
             p.add_argument("--store", required=True, help="the store holding the sweep's point")
             p.add_argument("--sizes", type=int, required=True, help="how many of the sweep's sizes, from the smallest")
@@ -512,6 +562,8 @@ def main(argv=None):
         run(args.skip, args.transition, sizes, args.workers, args.overrides, seeds)
     elif args.command == "parts":
         return parts(args.skip, args.store, args.overrides)
+    elif args.command == "log":
+        return log(args.skip, args.store, args.overrides)
     elif args.command == "design":
         return design(args.skip, args.store, args.sizes, args.seeds, args.overrides)
     elif args.command == "cap":

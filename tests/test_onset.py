@@ -271,6 +271,25 @@ def test_benchmark_instances_are_handed_to_the_sweep_as_the_points_own_works(tmp
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "holds no instance" in err and "--set skip=1" in err
 
+    # `log`, the inverse of `parts`: the store's kept works written back as the log `run` wrote (same rows,
+    # the kept time as cpu_s), and handed by `parts` to another store as the same works
+    log = script.log_path(1.0, "alpha1")
+    ran = {row["key"]: row for row in map(json.loads, log_lines)}
+    log.unlink()
+    assert script.log(1.0, str(store), tiny) == 0
+    assert {row["key"]: row for row in map(json.loads, log.read_text().splitlines())} == ran
+    assert not script.log_path(1.0, "alpha2").exists()  # no alpha_2 work kept: no log
+    assert script.log(1.0, str(store), tiny) == 0 and len(log.read_text().splitlines()) == len(ran)  # nothing twice
+    moved = tmp_path / "moved.zarr"
+    assert script.parts(1.0, str(moved), tiny) == 0
+    assert Parts(moved, "smi-thresholds-gamp").load_kept(point.hash) == {
+        k: v._replace(meta={"runtime_s": ran[k]["cpu_s"], "host": "smi_onset.py"})
+        for k, v in Parts(store, "smi-thresholds-gamp").load_kept(point.hash).items()}
+    capsys.readouterr()
+    assert script.log(1.0, str(store), tiny[:-1] + ["max_iter=5"]) == 1  # another point: nothing kept for it
+    assert "keeps no finished work" in capsys.readouterr().err
+    assert script.log(1.0, str(tmp_path / "none.zarr"), tiny) == 2 and not (tmp_path / "none.zarr").exists()
+
     # the verified instance (smallest size, first alpha and seed) logged with another overlap
     log = script.log_path(1.0, "alpha1")
     rows = [json.loads(line) for line in log.read_text().splitlines()]
