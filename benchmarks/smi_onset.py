@@ -108,6 +108,15 @@ def _work(work):
     return work.key, out, time.process_time() - start
 
 
+def _log_row(key, result, seconds=None):
+    """One line of a transition's log: the work's key, its result's values as floats and its time (cpu_s; none
+    where unknown). `parts` reads it back with the work's own types."""
+    row = {"key": key, **{n: float(v) for n, v in result.items()}}
+    if seconds is not None:
+        row["cpu_s"] = float(seconds)
+    return row
+
+
 def _logged(workers, path, calls, row):
     """Run calls [(fn, *args)] in a pool of `workers` processes; as each finishes, append row(its result) to the
     JSON-lines log at `path` (flushed, so a run cut short keeps what finished) and yield it."""
@@ -138,12 +147,8 @@ def run(skip, transition, sizes, workers, overrides, seeds=None):
           flush=True)
     started, cpu = time.time(), 0.0
 
-    def row(result):
-        key, out, seconds = result
-        return {"key": key, **{n: float(v) for n, v in out.items()}, "cpu_s": seconds}
-
-    # submitted in order: smallest size first
-    for k, done in enumerate(_logged(workers, path, [(_work, w) for w in todo], row), 1):
+    # submitted in order: smallest size first; each result (key, out, seconds) logged as it arrives
+    for k, done in enumerate(_logged(workers, path, [(_work, w) for w in todo], lambda done: _log_row(*done)), 1):
         cpu += done["cpu_s"]
         if k % 16 == 0:
             print(f"  {k}/{len(todo)} in {time.time() - started:.0f} s wall, {cpu:.0f} CPU-s", flush=True)
@@ -480,32 +485,29 @@ def log(skip, store, overrides):
 
     if _bad_store(store):
         return 2
-    method, _, _, _, point_hash = point(skip, overrides)
+    _, _, _, _, point_hash = point(skip, overrides)
     kept = Parts(store, SWEEP).load_kept(point_hash)
     if not kept:
         print(f"{store} keeps no finished work of the point at skip {skip:g} (point {point_hash[:12]}): a point "
               "not started, or already stored; nothing written", file=sys.stderr)
         return 1
-    rows = {}  # transition -> [row]
-    for key, one in sorted(kept.items(), key=lambda pair: onset.parse_instance_key(pair[0])):
-        row = {"key": key, **{n: float(v) for n, v in one.result.items()}}
-        if one.meta and "runtime_s" in one.meta:
-            row["cpu_s"] = float(one.meta["runtime_s"])
-        rows.setdefault(onset.parse_instance_key(key)[0], []).append(row)
-    OUT.mkdir(parents=True, exist_ok=True)
-    for transition in method.transitions:  # a key already logged must say the same, or nothing is written
-        logged = done_keys(log_path(skip, transition))
-        for row in rows.get(transition, []):
-            have = logged.get(row["key"])
+    rows = {}  # transition -> [row], in the order of the instance keys
+    for parsed, key in sorted((onset.parse_instance_key(key), key) for key in kept):
+        meta = kept[key].meta or {}
+        rows.setdefault(parsed[0], []).append(_log_row(key, kept[key].result, meta.get("runtime_s")))
+    logged = {t: done_keys(log_path(skip, t)) for t in rows}
+    for transition, batch in rows.items():  # a key already logged must say the same, or nothing is written
+        for row in batch:
+            have = logged[transition].get(row["key"])
             if have is not None and any(have.get(n) != v for n, v in row.items() if n != "cpu_s"):
                 print(f"{log_path(skip, transition)}: {row['key']} is logged with other values ({have}) than the "
                       f"store keeps ({row}); nothing written", file=sys.stderr)
                 return 1
+    OUT.mkdir(parents=True, exist_ok=True)
     written = 0
     for transition, batch in rows.items():
         path = log_path(skip, transition)
-        logged = done_keys(path)
-        fresh = [row for row in batch if row["key"] not in logged]
+        fresh = [row for row in batch if row["key"] not in logged[transition]]
         with open(path, "a") as fh:
             fh.writelines(json.dumps(row) + "\n" for row in fresh)
         written += len(fresh)

@@ -285,7 +285,15 @@ def test_benchmark_instances_are_handed_to_the_sweep_as_the_points_own_works(tmp
     assert Parts(moved, "smi-thresholds-gamp").load_kept(point.hash) == {
         k: v._replace(meta={"runtime_s": ran[k]["cpu_s"], "host": "smi_onset.py"})
         for k, v in Parts(store, "smi-thresholds-gamp").load_kept(point.hash).items()}
+    # a key logged with another value than the store keeps: refused, the log left as it was
+    text = log.read_text()
+    first = json.loads(text.splitlines()[0])
+    log.write_text(json.dumps({**first, "overlap_1": first["overlap_1"] + 0.5}) + "\n" + text.split("\n", 1)[1])
+    tampered = log.read_text()
     capsys.readouterr()
+    assert script.log(1.0, str(store), tiny) == 1 and log.read_text() == tampered
+    assert f"{first['key']} is logged with other values" in capsys.readouterr().err
+    log.write_text(text)
     assert script.log(1.0, str(store), tiny[:-1] + ["max_iter=5"]) == 1  # another point: nothing kept for it
     assert "keeps no finished work" in capsys.readouterr().err
     assert script.log(1.0, str(tmp_path / "none.zarr"), tiny) == 2 and not (tmp_path / "none.zarr").exists()
