@@ -6,6 +6,7 @@
     seqphase submit SWEEP [--set ...]... [--store PATH] [--name NAME] [--retries N] [--retry-failed]
                           [--profile FILE] [--jobs N] [--partition P] [--walltime T]
     seqphase list
+    seqphase check MODULE:CLASS [--set NAME=V]...
     seqphase status SWEEP [--store PATH]
     seqphase query SWEEP [--format csv|json] [--all] [--store PATH] [-o FILE]
     seqphase plot SWEEP -o FILE.png [--store PATH]
@@ -30,7 +31,7 @@ from seqphase.core.errors import SeqphaseError
 
 EXIT_BAD_INPUT = 2
 EXIT_FAILED_POINTS = 1
-STDOUT_COMMANDS = ("list", "query", "status", "verify", "submit")  # a closed stdout ends these quietly
+STDOUT_COMMANDS = ("list", "query", "status", "verify", "submit", "check")  # a closed stdout ends these quietly
 
 
 def build_parser():
@@ -77,6 +78,12 @@ def build_parser():
 
     sub.add_parser("list", help="list the shipped sweeps")
 
+    check = sub.add_parser("check", help="run the identity battery on a user channel or prior (a "
+                           "seqphase.Likelihood or seqphase.Prior): exit 0 if every identity holds, 1 if one fails")
+    check.add_argument("target", metavar="MODULE:CLASS", help="the plug-in, \"module:Class\" or a registered name")
+    check.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                       help="a constructor keyword (default: the class's default)")
+
     status = sub.add_parser("status", help="points done / failed / pending, and the runs so far")
     status.add_argument("sweep")
     add_store(status)
@@ -121,6 +128,7 @@ def build_parser():
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
+    _plugins_from_working_folder()
     try:
         return COMMANDS[args.command](args)
     except BrokenPipeError:
@@ -141,6 +149,16 @@ def main(argv=None):
     except KeyboardInterrupt:
         print("seqphase: interrupted; points already stored are kept, rerun to resume", file=sys.stderr)
         return 130
+
+
+def _plugins_from_working_folder():
+    """A plug-in ("mymodule:Probit") in the folder the command runs from is importable, as under
+    `python -m`; local workers inherit the driver's path (multiprocessing passes sys.path on)."""
+    import os
+
+    here = os.getcwd()
+    if here not in sys.path and "" not in sys.path:
+        sys.path.insert(0, here)
 
 
 def _closed_pipe():
@@ -170,51 +188,17 @@ def cmd_run(args):
 
 
 def cmd_retry_failed(args):
-    from seqphase.results.query import sweep_name
-    from seqphase.results.store import Store
-    from seqphase.sweeps.spec import sweep_from_resolved
+    from seqphase import api
 
-    group = Store(args.store).open_sweep(sweep_name(args.sweep))
-    sweep = sweep_from_resolved(json.loads(group.attrs["spec_resolved"]), text=group.attrs.get("spec", ""))
-    return _execute(sweep, args, mode="retry-failed")
+    return _execute(api.stored_sweep(args.sweep, args.store), args, mode="retry-failed")
 
 
 def _execute(sweep, args, mode):
-    from seqphase.cluster import connect, run_sweep
-    from seqphase.results.migrate import require_current_names
-    from seqphase.results.store import Store
-    from seqphase.sweeps.planner import plan_sweep
+    from seqphase import api
 
-    if args.workers is not None and args.workers < 1:
-        raise SeqphaseError("--workers", f"{args.workers} is not a positive number", "use --workers 1 or more")
-    if args.retries < 0:
-        raise SeqphaseError("--retries", "must be >= 0")
-    slurm_profile = _slurm_profile(args)
-    plan = plan_sweep(sweep)
-    store = Store(args.store)
-    store.preflight(plan)  # refuse a foreign, corrupted or locked store before starting anything
-    require_current_names(store, sweep.name)  # an old group (e.g. BSR `mmse`): migrate first
-    started = False
-    try:
-        # Connect before touching the store: an unreachable cluster must leave it as it was.
-        with connect(args.cluster, args.workers, slurm_profile=slurm_profile) as client:
-            store.check(create=True)
-            with store.lock():
-                group = store.prepare(plan)
-                print(f"seqphase: {mode} {sweep.name}: {len(plan.points)} points "
-                      f"({sweep.model}/{sweep.method}) -> {store.path}/{sweep.name}", file=sys.stderr)
-                started = True
-                ahead = slurm_profile.submit_ahead() if slurm_profile is not None and slurm_profile.adaptive else 0
-                summary = run_sweep(plan, group, client, mode=mode, retries=args.retries,
-                                    progress=not args.no_progress, submit_ahead=ahead)
-    except OSError as exc:  # the store's file system: full, quota, read-only, permissions, open files
-        from seqphase.results.faults import resource_error
-
-        error = resource_error(exc, store.path, during_run=started)
-        if error is None:
-            raise
-        raise error from None
-    print(f"seqphase: {summary.line()}", file=sys.stderr)
+    api._check_run_options(args.workers, args.retries)
+    summary, _ = api.execute(sweep, mode, store=args.store, cluster=args.cluster, workers=args.workers,
+                             retries=args.retries, progress=not args.no_progress, slurm_profile=_slurm_profile(args))
     return EXIT_FAILED_POINTS if summary.failed else 0
 
 
@@ -298,82 +282,33 @@ def _check_not_locked(store):
 
 
 def cmd_list(args):
-    from seqphase.sweeps.spec import load_sweep, shipped_specs
+    from seqphase.api import list_sweeps
 
-    for name in sorted(shipped_specs()):
-        sweep = load_sweep(name)
-        size = 1
-        for values in sweep.params.values():
-            size *= len(values)
-        print(f"{name:40s} {sweep.model}/{sweep.method:10s} {size:5d} points  {sweep.title}")
+    for row in list_sweeps():
+        print(f"{row['name']:40s} {row['model']}/{row['method']:10s} {row['points']:5d} points  {row['title']}")
     return 0
+
+
+def cmd_check(args):
+    from seqphase.api import check
+
+    kind, rows = check(args.target, set=args.set)
+    from seqphase.core.plugin_check import table
+
+    print(f"{args.target} ({kind})")
+    print(table(rows))
+    failing = [row for row in rows if not row.passes]
+    for row in failing:
+        print(f"seqphase: check: {args.target}: {row.identity}: {row.measured:.3g} > tolerance {row.tolerance:.2g}",
+              file=sys.stderr)
+    return EXIT_FAILED_POINTS if failing else 0
 
 
 def cmd_status(args):
-    from seqphase.results.query import sweep_name
-    from seqphase.results.store import STATUS_NAMES, Store
+    from seqphase.api import status
 
-    from seqphase.results.verify import damage_summary, damaged_points, find_damage
-
-    group = Store(args.store).open_sweep(sweep_name(args.sweep))
-    status, _ = group.ledger()
-    damages = find_damage(group)  # checksums and the manifest (fast); `seqphase verify` decodes everything
-    damaged = damaged_points(group, damages)
-    counts = Counter(int(s) for s in status[~damaged].ravel())
-    requested = int((status != 0).sum() + (damaged & (status == 0)).sum())
-    print(f"sweep {group.name} ({group.attrs['model']}/{group.attrs['method']}) in {group.store.path}")
-    print(f"  grid: " + " x ".join(f"{d}[{len(group.coords[d])}]" for d in group.dims))
-    print("  points: " + ", ".join(f"{counts.get(code, 0)} {STATUS_NAMES[code]}" for code in (2, 3, 1))
-          + (f", {int(damaged.sum())} damaged" if damaged.any() else "") + f" (of {requested} requested)")
-    if damages:
-        print(f"  damaged: {damage_summary(damages)}, {int(damaged.sum())} points affected "
-              "(seqphase verify lists them; seqphase run recomputes them)")
-    _manifest_note(group)
-    if group.layout < 2:
-        print("  layout 1: one chunk per point, no checksums (seqphase migrate converts it)")
-    errors = group.read_where("error", status == 3)  # only the failed points' chunks
-    for index in zip(*(status == 3).nonzero()):
-        params = group.cell_params(tuple(int(i) for i in index))
-        print(f"  failed {params}: {errors[tuple(int(i) for i in index)]}")
-    worker_jobs = Counter(str(j) for j in group.read("slurm_job_id")[status == 2].ravel() if str(j))
-    if worker_jobs:  # recorded per point by the workers (SLURM_JOB_ID); sacct is never asked
-        ordered = sorted(worker_jobs.items(), key=lambda item: (len(item[0]), item[0]))
-        print("  slurm worker jobs (points done): " + ", ".join(f"{job} ({n})" for job, n in ordered))
-    from seqphase.results.width import width_lines
-
-    for line in width_lines(group.attrs.get("runs", []), lambda: group.read("runtime_s")[status == 2]):
-        print(line)
-    from seqphase.results.parts import Parts
-
-    kept = Parts(group.store.path, group.name).counts()
-    if kept:  # a point cut into works keeps each finished one until the point is stored (results/parts.py)
-        print(f"  works kept of points not stored yet: {sum(kept.values())} in {len(kept)} point"
-              f"{'s' if len(kept) > 1 else ''} (" + ", ".join(f"{h[:12]}: {n}" for h, n in sorted(kept.items()))
-              + "); a run submits only their other works")
-    from seqphase.results.lock import LOCK_NAME, judge, read_holder
-
-    holder = read_holder(group.store.path / LOCK_NAME)
-    live = holder is not None and not judge(group.store.path / LOCK_NAME, holder)
-    unfinished = "running or killed" if live else "stopped before recording its outcome (killed, or the store " \
-        "could not be written)"
-    for run in group.attrs.get("runs", []):
-        job = f" slurm job {run['slurm_job_id']}" if run.get("slurm_job_id") else ""
-        print(f"  run {run.get('started_at')} {run.get('mode')} on {run.get('host')}{job}: "
-              f"{run.get('submitted')} submitted, {run.get('done', '?')} done, {run.get('failed', '?')} failed, "
-              f"{run.get('outcome', unfinished)}")
+    print(status(args.sweep, args.store).text)
     return 0
-
-
-def _manifest_note(group):
-    """When the group cannot tell a deleted chunk from one never written, say so (status, verify)."""
-    if group.layout < 2:
-        return
-    if group.manifest is None:
-        print("  no chunk manifest (written by an older seqphase): a deleted chunk file cannot be told from one "
-              "never written; the next `seqphase run` starts one")
-    elif not group.manifest.complete:
-        print(f"  chunk manifest kept since {group.manifest.data.get('since')}: chunk files deleted before then "
-              "cannot be told from ones never written")
 
 
 def cmd_query(args):
@@ -397,6 +332,7 @@ def cmd_query(args):
 
 def cmd_verify(args):
     """Decode every chunk of the sweep; list damaged chunks and the points they hold. Exit 1 if any."""
+    from seqphase.api import manifest_notes
     from seqphase.results.query import sweep_name
     from seqphase.results.store import Store
     from seqphase.results.verify import MISSING, damage_summary, damaged_mask, find_damage, never_written
@@ -410,13 +346,13 @@ def cmd_verify(args):
     unwritten = f"; {fill} chunks never written (fill values)" if fill else ""
     if not damages:
         print(f"sweep {group.name}: {chunks} chunks read, none damaged{unwritten} (layout {group.layout}: {layout})")
-        _manifest_note(group)
+        _print_lines(manifest_notes(group))
         return 0
     mask = damaged_mask(group.grid_shape, damages)
     gone = sum(1 for d in damages if d.reason == MISSING)
     print(f"sweep {group.name}: {len(damages)} of {chunks + gone} chunks damaged ({damage_summary(damages)}), "
           f"{int(mask.sum())} points affected{unwritten} (layout {group.layout}: {layout})")
-    _manifest_note(group)
+    _print_lines(manifest_notes(group))
     for damage in damages:
         print(f"  damaged {damage.file(group).relative_to(group.store.path)}: {damage.reason}")
     for index in zip(*mask.nonzero()):
@@ -478,18 +414,17 @@ def cmd_plot(args):
     return 0
 
 
+def _print_lines(lines):
+    for line in lines:
+        print(line)
+
+
 def cmd_reproduce(args):
     """Check everything (paper, report folder, every sweep, store, cluster options), run each sweep of the
     paper (resuming what is stored) on one cluster, then write the report."""
-    import time
-    from pathlib import Path
-
-    from seqphase.results.migrate import require_current_names
-    from seqphase.results.report import MARKER
-    from seqphase.results.store import Store
-    from seqphase.sweeps.papers import PAPERS, get_paper
-    from seqphase.sweeps.planner import plan_sweep
-    from seqphase.sweeps.spec import load_sweep
+    from seqphase import api
+    from seqphase.results.report import summary as agreement_summary
+    from seqphase.sweeps.papers import PAPERS
 
     if args.list:
         print(f"{'id':11s} {'arXiv':11s} {'sweeps':>6s}  {'cost full':30s} {'cost quick':20s} title")
@@ -500,45 +435,18 @@ def cmd_reproduce(args):
         return 0
     if not args.paper:
         raise SeqphaseError("PAPER", "missing", "name a paper id (seqphase reproduce --list)")
-    paper = get_paper(args.paper)
-    if args.workers is not None and args.workers < 1:
-        raise SeqphaseError("--workers", f"{args.workers} is not a positive number", "use --workers 1 or more")
-    out = Path(args.output or f"reproduce-{paper.id}{'-quick' if args.quick else ''}")
-    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / MARKER).is_file())):
-        raise SeqphaseError("-o", f"{out} exists and is not a seqphase report folder",
-                            "give a new or empty folder (-o DIR); nothing was written")
-    slurm_profile = _slurm_profile(args)
-    plans = [(run, plan_sweep(load_sweep(run.spec, overrides=run.overrides(args.quick),
-                                         rename=run.stored_name(args.quick)))) for run in paper.runs]
-    store = Store(args.store)
-    for _, plan in plans:
-        store.preflight(plan)  # a foreign, corrupted or locked store, other settings: refused before anything
-        require_current_names(store, plan.sweep.name)
-    from seqphase.cluster import connect, run_sweep
+    from seqphase.sweeps.papers import get_paper
 
-    timings, failed = {}, 0
-    with connect(args.cluster, args.workers, slurm_profile=slurm_profile) as client:
-        store.check(create=True)
-        with store.lock():
-            for run, plan in plans:
-                started = time.perf_counter()
-                group = store.prepare(plan)
-                print(f"seqphase: reproduce {paper.id}: {plan.sweep.name}: {len(plan.points)} points", file=sys.stderr)
-                summary = run_sweep(plan, group, client, retries=args.retries, progress=not args.no_progress)
-                failed += summary.failed
-                timings[plan.sweep.name] = {"points": len(plan.points), "computed": summary.done,
-                                            "wall_s": time.perf_counter() - started,
-                                            "spec_hash": plan.identity_hash}
-    from seqphase.results.reproduce import write
-
-    rows = write(paper, args.quick, store, out, plans, timings)
-    from seqphase.results.report import summary as agreement_summary
-
-    print(f"seqphase: wrote {out}/index.html ({agreement_summary(rows)})", file=sys.stderr)
+    get_paper(args.paper)  # an unknown paper is named before the cluster options
+    api._check_run_options(args.workers, args.retries)
+    index, rows, failed = api.reproduce(args.paper, quick=args.quick, store=args.store, output=args.output,
+                                        cluster=args.cluster, workers=args.workers, retries=args.retries,
+                                        progress=not args.no_progress, slurm_profile=_slurm_profile(args))
+    print(f"seqphase: wrote {index} ({agreement_summary(rows)})", file=sys.stderr)
     return EXIT_FAILED_POINTS if failed else 0
 
 
-COMMANDS = {"run": cmd_run, "submit": cmd_submit, "list": cmd_list, "status": cmd_status, "query": cmd_query, "plot": cmd_plot,
+COMMANDS = {"run": cmd_run, "submit": cmd_submit, "list": cmd_list, "check": cmd_check, "status": cmd_status, "query": cmd_query, "plot": cmd_plot,
             "retry-failed": cmd_retry_failed, "verify": cmd_verify, "migrate": cmd_migrate,
             "reproduce": cmd_reproduce}
 

@@ -37,6 +37,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from seqphase.core import plugins
 from seqphase.core.errors import ParameterError
 
 REQUIRED = object()
@@ -61,6 +62,7 @@ class Param:
     high: float | None = None
     low_inclusive: bool = False
     high_inclusive: bool = True
+    plugin: str = ""  # "channel" / "prior": a value may also name a user plug-in (core/plugins.py)
 
     def range_text(self):
         if self.kind in ("choice", "choices"):
@@ -71,6 +73,12 @@ class Param:
         if self.high is not None:
             parts.append(f"{self.name} {'<=' if self.high_inclusive else '<'} {self.high:g}")
         return " and ".join(parts) if parts else f"any {self.kind}"
+
+    def names_plugin(self, value):
+        """True when `value` of this parameter names a user plug-in ("module:Class" or a short name an
+        installed package registers), not one of its shipped choices."""
+        return bool(self.plugin) and isinstance(value, str) and value not in self.choices and (
+            ":" in value or value in plugins.entry_point_names(self.plugin))
 
     def normalise(self, value, where):
         """Return the value in canonical form, or raise ParameterError naming `where`."""
@@ -92,9 +100,13 @@ class Param:
                 raise ParameterError(where, f"repeated values in {value!r}", "list each value once")
             return values
         if self.kind == "choice":
-            if value not in self.choices:
-                raise ParameterError(where, f"{value!r} is not valid", f"use {self.range_text()}")
-            return value
+            if value in self.choices:
+                return value
+            if self.names_plugin(value):
+                plugins.load(value, self.plugin, where)  # importable and a Likelihood / Prior: checked now
+                return value
+            fix = f"use {self.range_text()}" + (" or a plug-in \"module:Class\"" if self.plugin else "")
+            raise ParameterError(where, f"{value!r} is not valid", fix)
         if self.kind == "bool":
             if not isinstance(value, bool):
                 raise ParameterError(where, f"expected true or false, got {value!r}")
@@ -332,6 +344,60 @@ class Model:
 
     def algorithm_version(self, method):
         return f"{self.name}/{method}/v{self.method(method).version}"
+
+    # -- plug-ins: user channels and priors named by a parameter's value ----------------------------------
+    def plugins_of(self, params):
+        """[PluginInfo] of the plug-ins a point (or a grid: lists of values) names, in parameter order."""
+        found = []
+        for name, param in self.params.items():
+            if not param.plugin or name not in params:
+                continue
+            values = params[name] if isinstance(params[name], list) else [params[name]]
+            for value in values:
+                if param.names_plugin(value):
+                    found.append(plugins.load(value, param.plugin, f"params.{name}"))
+        return found
+
+    def point_version(self, method, params):
+        """The algorithm version a point's hash carries: the method's, plus the file hash of each plug-in
+        the point names (editing a plug-in recomputes its points, as a version bump does)."""
+        tags = [info.tag for info in self.plugins_of(params)]
+        return "+".join([self.algorithm_version(method)] + tags)
+
+    def specialise(self, method, params):
+        """This model with the constructor keywords of the plug-ins that `params` (raw values, lists for
+        axes) names added as parameters (a float, int or bool Param each, default the constructor's).
+        A keyword named like a model parameter is that parameter (one dim, its range, passed to the
+        plug-in), with the plug-in's default."""
+        extra = {}
+        for name, param in self.params.items():
+            if not param.plugin or name not in params:
+                continue
+            raw = params[name]
+            values = raw if isinstance(raw, list) else [raw]
+            for value in values:
+                if not param.names_plugin(value):
+                    continue
+                info = plugins.load(value, param.plugin, f"params.{name}")
+                for key, default in plugins.parameters(info.cls, f"params.{name}").items():
+                    default = REQUIRED if default is plugins.REQUIRED_VALUE else default
+                    if key in self.params and key not in extra:
+                        # a model parameter the plug-in takes: one dim, with the plug-in's default
+                        from dataclasses import replace
+
+                        extra[key] = replace(self.params[key], default=default)
+                        continue
+                    if key in extra:
+                        continue
+                    kind = "bool" if isinstance(default, bool) else "int" if isinstance(default, int) else "float"
+                    extra[key] = Param(key, kind, f"parameter of the plug-in {value} ({name})", default)
+        if not extra:
+            return self
+        import copy
+
+        special = copy.copy(self)  # a family's Model subclass takes no constructor arguments
+        special.params = {**self.params, **extra}
+        return special
 
     def __post_init__(self):
         for name, method in self.methods.items():

@@ -311,3 +311,182 @@ def bisect_alpha(is_learned, lo, hi, rtol=1e-3, guess=None, bracket=0.05, max_wa
     if is_learned(lo):
         return lo
     return narrow_bracket(is_learned, lo, hi, rtol)
+
+
+# -- adaptive quadrature of many one-dimensional integrals at once ------------------------------------
+
+
+@lru_cache(maxsize=8)
+def _unit_legendre(n):
+    """Gauss-Legendre nodes and weights on [0, 1]."""
+    x, w = np.polynomial.legendre.leggauss(n)
+    return (x + 1.0) / 2.0, w / 2.0
+
+
+@dataclass
+class AdaptiveMoments:
+    """Moments of exp(log_f) per sample: `mass` = int exp(log_f - shift) dt, `mean` and `var` of t under
+    the normalised weight, `shift` the per-sample log scale (mass is exp(shift) * mass in absolute
+    terms), `evaluations` the number of log_f nodes used, `unresolved` the samples whose error estimate
+    did not meet the tolerance within max_depth halvings."""
+
+    shift: np.ndarray
+    mass: np.ndarray
+    mean: np.ndarray
+    var: np.ndarray
+    evaluations: int
+    unresolved: np.ndarray
+
+    @property
+    def log_mass(self):
+        with np.errstate(divide="ignore"):
+            return self.shift + np.log(self.mass)
+
+
+def adaptive_moments(log_f, edges, *, tol=1e-11, nodes=5, max_depth=52, jump=0.5):
+    """The integrals int exp(log_f(i, t)) t^k dt, k = 0, 1, 2, of n samples i at once, each over the
+    panels of its row of `edges` (n, K + 1), by adaptive Gauss-Legendre bisection.
+
+    Every panel is integrated by an `nodes`-point Gauss-Legendre rule as a whole and on its two halves.
+    It is accepted when (1) the two estimates of every moment agree within `tol` times the sample's
+    mass, and (2) the log integrand, read at the panel's ends, its midpoint and the halves' nodes in order,
+    changes by less than `jump` between neighbours (a factor e^jump). (2) is what catches a
+    step that falls between the nodes of both rules (a discrete label's likelihood): both rules then see
+    one side only and agree. A rejected panel is halved (its halves' estimates become the children's
+    whole-panel estimates), up to `max_depth` halvings; panels whose largest value times width is below
+    `tol` of the mass are never refined for (2). This resolves what a fixed rule cannot know in advance:
+    a step anywhere, a transition of any width, a mass far in a tail; smooth integrands stop early.
+
+    `log_f(idx, t)` is called on flat arrays (the sample index of each node, and the node) and returns
+    the log integrand there (-inf for zero; NaN raises FloatingPointError). The moments are taken about
+    a per-sample origin (the largest node seen first), so that a narrow weight far from 0 keeps its
+    variance, and in units of exp(shift), so that nothing underflows. A sample whose every node is
+    zero gets mass 0.
+    """
+    edges = np.asarray(edges, float)
+    n = edges.shape[0]
+    u, wu = _unit_legendre(nodes)
+    sample = np.repeat(np.arange(n), edges.shape[1] - 1)
+    a, b = edges[:, :-1].ravel(), edges[:, 1:].ravel()
+    keep = b > a
+    sample, a, b = sample[keep], a[keep], b[keep]
+    evaluations = 0
+
+    def evaluate(idx, t):
+        nonlocal evaluations
+        values = log_f(np.repeat(idx, t.shape[1]), t.ravel()).reshape(t.shape)
+        evaluations += values.size
+        if np.isnan(values).any():
+            raise FloatingPointError("the log integrand returned NaN")
+        return values
+
+    # Level 0: each panel's whole-panel rule sets the per-sample shift and origin.
+    t = a[:, None] + (b - a)[:, None] * u[None, :]
+    values = evaluate(sample, t)
+    shift = np.full(n, -np.inf)
+    np.maximum.at(shift, sample, values.max(axis=1))
+    empty = ~np.isfinite(shift)
+    shift[empty] = 0.0
+    origin = np.zeros(n)
+    best = np.argmax(values, axis=1)
+    top = values[np.arange(len(sample)), best]
+    order = np.lexsort((-top, sample))  # per sample, its panel with the largest node first
+    first = order[np.r_[True, sample[order][1:] != sample[order][:-1]]] if len(order) else order
+    origin[sample[first]] = t[first, best[first]]
+
+    def scaled(idx, values):
+        return np.exp(np.minimum(values - shift[idx][:, None], 700.0))
+
+    def panel_moments(idx, weight, t, width):
+        weight = weight * width[:, None] * wu[None, :]
+        x = t - origin[idx][:, None]
+        return np.stack([weight.sum(1), (weight * x).sum(1), (weight * x * x).sum(1)], axis=1)
+
+    whole = panel_moments(sample, scaled(sample, values), t, b - a)
+    total = np.zeros((n, 3))
+    estimate = np.zeros(n)  # current estimate of each sample's mass (accepted + pending panels)
+    estimate += np.bincount(sample, whole[:, 0], minlength=n)
+    unresolved = np.zeros(n, bool)
+    for depth in range(max_depth + 1):
+        if len(sample) == 0:
+            break
+        half = 0.5 * (b - a)
+        mid = a + half
+        # a, the left half's nodes, mid, the right half's nodes, b: in increasing order
+        t = np.concatenate([a[:, None], a[:, None] + half[:, None] * u[None, :], mid[:, None],
+                            mid[:, None] + half[:, None] * u[None, :], b[:, None]], axis=1)
+        values = evaluate(sample, t)
+        weight = scaled(sample, values)
+        left = panel_moments(sample, weight[:, 1:nodes + 1], t[:, 1:nodes + 1], half)
+        right = panel_moments(sample, weight[:, nodes + 2:-1], t[:, nodes + 2:-1], half)
+        halves = left + right
+        reference = tol * np.maximum(estimate[sample], 1e-300)
+        with np.errstate(invalid="ignore"):  # -inf - -inf: both zero, no step
+            steps = np.nan_to_num(np.abs(np.diff(values, axis=1)), nan=0.0, posinf=np.inf)
+        rough = (steps.max(axis=1) > jump) & (weight.max(axis=1) * (b - a) > reference)
+        done = (np.abs(halves - whole).sum(1) <= reference) & ~rough
+        if depth == max_depth:
+            unresolved[sample[~done]] = True
+            done[:] = True
+        for k in range(3):
+            total[:, k] += np.bincount(sample[done], halves[done, k], minlength=n)
+        estimate += np.bincount(sample, halves[:, 0] - whole[:, 0], minlength=n)  # refine the mass estimate
+        rest = ~done
+        sample = np.concatenate([sample[rest], sample[rest]])
+        a, b = np.concatenate([a[rest], mid[rest]]), np.concatenate([mid[rest], b[rest]])
+        whole = np.concatenate([left[rest], right[rest]])
+    mass = total[:, 0]
+    safe = np.where(mass > 0, mass, 1.0)
+    mean_offset = total[:, 1] / safe
+    var = np.maximum(total[:, 2] / safe - mean_offset**2, 0.0)
+    mass = np.where(empty, 0.0, mass)
+    return AdaptiveMoments(shift=shift, mass=mass, mean=origin + mean_offset, var=var,
+                           evaluations=evaluations, unresolved=unresolved)
+
+
+#: panel edges in units of the cavity's standard deviation for `adaptive_moments`: panels of 2 where the
+#: Gaussian weight lives, widening into the tails, out to 40 (a label whose likelihood puts the posterior
+#: far out is still integrated; exp(-40^2/2) ~ 1e-348 is the float64 limit of the Gaussian itself)
+GAUSSIAN_EDGES = np.array([-40.0, -24.0, -14.0, -9.0, -6.0, -4.0, -2.0, 0.0, 2.0, 4.0, 6.0, 9.0, 14.0, 24.0, 40.0])
+
+
+def resolve_panels(log_f, lo, hi, *, width=0.5, nodes=5, jump=0.5, rtol=1e-12, floor=700.0, accurate=40.0,
+                   max_depth=48):
+    """Panel edges over [lo, hi] on which one function, exp(log_f), is resolved in relative terms: each
+    panel is halved while (1) its log, read at its ends, midpoint and the Gauss-Legendre nodes of its
+    halves, changes by more than `jump` between neighbours, or (2) its integral by the `nodes`-point rule
+    on the whole panel and on its halves differ by more than `rtol` of that integral, unless all of it
+    lies more than `floor` below the function's largest value (where it is zero in float64). A step is
+    located to `width` 2^-max_depth. The panels a likelihood needs, found once, are shared by every
+    cavity that integrates it (any smooth factor resolved on its own scale can multiply it)."""
+    u, wu = _unit_legendre(nodes)
+    a = np.arange(lo, hi, width)
+    b = np.append(a[1:], hi)
+    accepted = [np.array([lo, hi])]
+    top = -np.inf
+    for depth in range(max_depth + 1):
+        if a.size == 0:
+            break
+        half = 0.5 * (b - a)
+        mid = a + half
+        t = np.concatenate([a[:, None], a[:, None] + half[:, None] * u[None, :], mid[:, None],
+                            mid[:, None] + half[:, None] * u[None, :], b[:, None],
+                            a[:, None] + 2 * half[:, None] * u[None, :]], axis=1)
+        values = np.asarray(log_f(t.ravel()), float).reshape(t.shape)
+        if np.isnan(values).any():
+            raise FloatingPointError("the log integrand returned NaN")
+        top = max(top, float(values.max()))
+        ordered = values[:, :2 * nodes + 3]
+        with np.errstate(invalid="ignore"):
+            steps = np.nan_to_num(np.abs(np.diff(ordered, axis=1)), nan=0.0, posinf=np.inf)
+        scaled = np.exp(np.minimum(values - top, 0.0))
+        halves = (scaled[:, 1:nodes + 1] @ wu + scaled[:, nodes + 2:2 * nodes + 2] @ wu) * half
+        whole = scaled[:, 2 * nodes + 3:] @ wu * 2 * half
+        largest = values.max(axis=1)
+        rough = ((steps.max(axis=1) > jump) & (largest > top - floor)) | \
+            ((np.abs(halves - whole) > rtol * np.abs(halves)) & (largest > top - accurate))
+        if depth == max_depth:
+            rough[:] = False
+        accepted.append(mid[rough])
+        a, b = np.concatenate([a[rough], mid[rough]]), np.concatenate([mid[rough], b[rough]])
+    return np.unique(np.concatenate(accepted + [np.arange(lo, hi, width)]))

@@ -462,6 +462,8 @@ class SweepGroup:
         self.group.attrs.update({"spec": plan.sweep.text, "spec_source": plan.sweep.source,
                                  "plot": json.dumps(plan.sweep.plot),
                                  "spec_resolved": json.dumps(plan.sweep.resolved()), "updated_at": now_iso()})
+        if getattr(plan, "plugins", None):  # the user plug-ins the grid names: module, class, file, hash
+            self.group.attrs["plugins"] = json.dumps(plan.plugins)
 
     # -- ledger ---------------------------------------------------------------------------------
     def index_of(self, point):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from seqphase.core.models import get_model
 from seqphase.sweeps.spec import canonical_json
@@ -42,6 +42,7 @@ class Plan:
     points: list
     layout: object
     identity: dict
+    plugins: list = field(default_factory=list)  # provenance of the user plug-ins the grid names
 
     @property
     def identity_hash(self):
@@ -85,12 +86,12 @@ def seed_key(params):
 def make_point(model, identity, dims, values):
     coords = tuple(zip(dims, values))
     params = dict(coords)
-    version = model.algorithm_version(identity["method"])
+    version = model.point_version(identity["method"], params)
     return Point(coords=coords, hash=point_hash(identity, params, version), seed_key=seed_key(params))
 
 
 def plan_sweep(sweep):
-    model = get_model(sweep.model)
+    model = get_model(sweep.model).specialise(sweep.method, sweep.params)
     coords = {name: list(sweep.params[name]) for name in model.param_names(sweep.method)}
     coords.update({name: list(values) for name, values in sweep.setting_axes.items()})
     coords.update(model.method_axes(sweep.method, sweep.settings))
@@ -100,7 +101,7 @@ def plan_sweep(sweep):
               for values in itertools.product(*(coords[d] for d in dims))]
     layout = model.layout(sweep.method, sweep.settings)
     return Plan(sweep=sweep, model=model, dims=dims, coords=coords, points=points, layout=layout,
-                identity=identity)
+                identity=identity, plugins=[info.provenance() for info in model.plugins_of(sweep.params)])
 
 
 def payload(plan, point):

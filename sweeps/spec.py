@@ -131,6 +131,7 @@ def parse_sweep(raw, source="<spec>", text="", overrides=(), rename=None):
         model.method(method)
         raw_settings = {k: v for k, v in method_table.items() if k != "name"}
         raw_params = dict(raw["params"])
+        model = model.specialise(method, _plugin_values(model, raw_params, overrides))
         raw_settings, raw_params = _apply_overrides(model, method, raw_settings, raw_params, overrides)
         setting_axes = _setting_axes(model, method, raw_settings)
         settings = model.check_settings(method, {**raw_settings, **{k: v[0] for k, v in setting_axes.items()}})
@@ -287,6 +288,23 @@ def _apply_overrides(model, method, settings, params, overrides):
                             f"setting of method {method!r}",
                             f"use one of {', '.join(sorted(set(model.param_names(method)) | setting_names))}")
     return settings, params
+
+
+def _plugin_values(model, raw_params, overrides):
+    """The raw values (spec and --set) of the parameters that may name plug-ins, as lists: what
+    `Model.specialise` needs to add the plug-ins' own parameters before the others are checked."""
+    values = {}
+    for name, param in model.params.items():
+        if not param.plugin:
+            continue
+        raw = raw_params.get(name)
+        for item in overrides:
+            key, _, text = item.partition("=")
+            if key.strip() == name:
+                raw = text.split(",")
+        if raw is not None:
+            values[name] = [v for v in (raw if isinstance(raw, list) else [raw]) if isinstance(v, str)]
+    return values
 
 
 def _each_combination(params):

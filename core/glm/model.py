@@ -22,14 +22,14 @@ import math
 
 import numpy as np
 
-from seqphase.core import onset
+from seqphase.core import onset, plugins
 from seqphase.core.errors import ParameterError
 from seqphase.core.glm import figures
 from seqphase.core.glm import gamp as gamp_mod
 from seqphase.core.glm import se as se_mod
 from seqphase.core.glm import thresholds
 from seqphase.core.glm.channels import CHANNELS
-from seqphase.core.glm.priors import PRIORS
+from seqphase.core.glm.priors import PRIORS, DerivedPrior
 from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, SeededMethod, Variable, Work
 from seqphase.core.search import K_SETTING, check_bracket, section_search, side_by_side, single
 from seqphase.core.numerics import forward_fill, nan_log
@@ -78,12 +78,33 @@ _THRESHOLD_SETTINGS = {
 
 
 def build(params):
-    """The (prior, channel) pair of a point."""
-    prior_cls = PRIORS[params["prior"]]
-    prior = prior_cls(params["rho"]) if params["prior"] == "gauss-bernoulli" else prior_cls()
-    channel_cls = CHANNELS[params["channel"]]
-    channel = channel_cls(params["delta"]) if params["channel"] == "linear" else channel_cls()
+    """The (prior, channel) pair of a point: a shipped one by name, or a user plug-in ("module:Class",
+    core/plugins.py) built with its constructor keywords from the point's parameters."""
+    if params["prior"] in PRIORS:
+        prior_cls = PRIORS[params["prior"]]
+        prior = prior_cls(params["rho"]) if params["prior"] == "gauss-bernoulli" else prior_cls()
+    else:
+        prior = DerivedPrior(_plugin(params, "prior"), name=params["prior"])
+    if params["channel"] in CHANNELS:
+        channel_cls = CHANNELS[params["channel"]]
+        channel = channel_cls(params["delta"]) if params["channel"] == "linear" else channel_cls()
+    else:
+        channel = plugins.DerivedScalarChannel(_plugin(params, "channel"), name=params["channel"])
     return prior, channel
+
+
+def _plugin(params, kind):
+    """The user's Likelihood or Prior object of a point."""
+    info = plugins.load(params[kind], kind)
+    keywords = plugins.parameters(info.cls, f"params.{kind}")
+    return plugins.instantiate(info, {key: params[key] for key in keywords if key in params}, f"params.{kind}")
+
+
+def _plugin_keywords(params, kind):
+    """The constructor keywords of the point's plug-in `kind` (empty for a shipped one)."""
+    if params[kind] in (PRIORS if kind == "prior" else CHANNELS):
+        return set()
+    return set(plugins.parameters(plugins.load(params[kind], kind).cls, f"params.{kind}"))
 
 
 _MATRIX = ("row", "col")
@@ -282,8 +303,10 @@ class GLMModel(Model):
                         "sensing, phase retrieval, linear regression)",
             params={
                 "alpha": Param("alpha", "float", "sample complexity n/d", REQUIRED, low=0.0),
-                "prior": Param("prior", "choice", "prior of the signal", "gaussian", choices=tuple(PRIORS)),
-                "channel": Param("channel", "choice", "output channel", "sign", choices=tuple(CHANNELS)),
+                "prior": Param("prior", "choice", "prior of the signal", "gaussian", choices=tuple(PRIORS),
+                               plugin="prior"),
+                "channel": Param("channel", "choice", "output channel", "sign", choices=tuple(CHANNELS),
+                                 plugin="channel"),
                 "rho": Param("rho", "float", "Gauss-Bernoulli density (1 for other priors)", 1.0,
                              low=0.0, high=1.0),
                 "delta": Param("delta", "float", "label-noise variance of the linear channel", 0.0,
@@ -304,12 +327,16 @@ class GLMModel(Model):
         )
 
     def check_point(self, method, params):
-        if params.get("rho", 1.0) != 1.0 and params["prior"] != "gauss-bernoulli":
+        takes = _plugin_keywords(params, "prior") | _plugin_keywords(params, "channel")
+        if params.get("rho", 1.0) != 1.0 and params["prior"] != "gauss-bernoulli" and "rho" not in takes:
             raise ParameterError("params.rho", f"rho={params['rho']} is only used by prior 'gauss-bernoulli'",
                                  "remove rho or set prior = \"gauss-bernoulli\"")
-        if params.get("delta", 0.0) != 0.0 and params["channel"] != "linear":
+        if params.get("delta", 0.0) != 0.0 and params["channel"] != "linear" and "delta" not in takes:
             raise ParameterError("params.delta", f"delta={params['delta']} is only used by channel 'linear'",
                                  "remove delta or set channel = \"linear\"")
+        for kind in ("prior", "channel"):
+            if _plugin_keywords(params, kind) or params[kind] not in (PRIORS if kind == "prior" else CHANNELS):
+                plugins.smoke_test(_plugin(params, kind), kind)  # NaN, wrong shapes: one line, before any run
         if method == "threshold" and params["channel"] == "linear" and params["prior"] == "gaussian":
             raise ParameterError("params.prior", "a Gaussian prior with a linear channel has no phase "
                                  "transition to locate", "use prior = \"gauss-bernoulli\" (compressed sensing)")

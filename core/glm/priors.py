@@ -11,6 +11,7 @@ Conventions
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -224,3 +225,147 @@ PRIORS = {
     "rademacher": RademacherPrior,
     "gauss-bernoulli": GaussBernoulliPrior,
 }
+
+
+class DerivedPrior(Prior):
+    """A user `seqphase.Prior` (core/plugins.py) as this family's prior: the denoiser, log Z0, mmse and
+    free entropy derived from `log_density` and `sample`.
+
+    Discrete prior (`atoms`): exact sums over the atoms (probabilities normalised); mmse and free entropy
+    by the SNR-adaptive Gaussian panels refined where the posterior switches between two atoms (the same
+    rule as the shipped Rademacher prior, which it reproduces). Continuous prior: the denoiser by adaptive
+    quadrature in x over panels of the prior's `scale` and of the Gaussian factor's width 1/sqrt(A) around
+    B/A, clipped to the `support`; E over x0 ~ P0 by composite Gauss-Legendre over the support.
+    """
+
+    n_outer_nodes = 12  # Gauss-Legendre nodes a panel of the x0 rule (continuous prior)
+
+    def __init__(self, plugin, name="plugin", tol=1e-11):
+        from seqphase.core import plugins
+
+        self.plugin, self.name, self.tol = plugin, name, float(tol)
+        self._plugins = plugins
+        atoms = getattr(plugin, "atoms", None)
+        if atoms is not None:
+            self.atoms = np.asarray(atoms, dtype=float)
+            log_p = self.log_density(self.atoms)
+            self.total_probability = float(np.exp(special.logsumexp(log_p)))  # 1 for an honest prior
+            self.log_p = log_p - special.logsumexp(log_p)
+            x, w = self.atoms, np.exp(self.log_p)
+        else:
+            self.atoms = None
+            lo, hi = (float(v) for v in getattr(plugin, "support", (-math.inf, math.inf)))
+            self.scale = float(getattr(plugin, "scale", 1.0))
+            self.support = (lo, hi)
+            x, w = self._outer_rule()
+        self.x0_nodes, self.x0_weights = x, w
+        self.rho = float(w @ (x * x))
+        self.mean = float(w @ x)
+
+    def log_density(self, x):
+        x = np.asarray(x, float)
+        return self._plugins.checked(self.plugin, "log_density",
+                                     self._plugins.call(self.plugin, "log_density", x), x.shape)
+
+    def sample(self, rng, size):
+        shape = (size,) if np.ndim(size) == 0 else tuple(size)
+        return self._plugins.checked(self.plugin, "sample", self._plugins.call(self.plugin, "sample", shape, rng),
+                                     shape, allow_inf=False)
+
+    def _edges(self, centre=None, width=None):
+        """Panel edges over the support: the prior's scale times the shared Gaussian edges, and (per
+        sample) the Gaussian factor's width around its centre, clipped to the support and sorted."""
+        from seqphase.core.numerics import GAUSSIAN_EDGES
+
+        lo, hi = self.support
+        base = self.scale * GAUSSIAN_EDGES
+        if centre is None:
+            edges = base[None, :]
+        else:
+            local = centre[:, None] + width[:, None] * GAUSSIAN_EDGES[None, 3:-3]
+            edges = np.concatenate([np.broadcast_to(base, (centre.size, base.size)), local], axis=1)
+        low = lo if math.isfinite(lo) else edges.min(axis=1, keepdims=True)
+        high = hi if math.isfinite(hi) else edges.max(axis=1, keepdims=True)
+        edges = np.clip(edges, low, high)
+        if math.isfinite(lo) or math.isfinite(hi):
+            ends = np.broadcast_to(np.array([lo if math.isfinite(lo) else np.nan, hi if math.isfinite(hi) else np.nan]),
+                                   (edges.shape[0], 2))
+            edges = np.concatenate([edges, np.where(np.isnan(ends), edges[:, :1], ends)], axis=1)
+        return np.sort(edges, axis=1)
+
+    def _outer_rule(self):
+        """(nodes, weights) of int P0(x) f(x) dx: composite Gauss-Legendre on the support's panels."""
+        edges = np.unique(self._edges()[0])
+        u, wu = np.polynomial.legendre.leggauss(self.n_outer_nodes)
+        a, b = edges[:-1, None], edges[1:, None]
+        x = (a + (b - a) * (u + 1) / 2).ravel()
+        w = ((b - a) / 2 * wu).ravel() * np.exp(self.log_density(x))
+        self.total_probability = float(w.sum())  # 1 for an honest density (seqphase check)
+        return x, w / w.sum()
+
+    def _moments(self, B, A):
+        """(log Z0, mean, variance) of P0(x) e^{Bx - Ax^2/2}, elementwise on broadcast B, A."""
+        B, A = np.broadcast_arrays(np.asarray(B, float), np.asarray(A, float))
+        shape = B.shape
+        B, A = B.ravel(), A.ravel()
+        if self.atoms is not None:
+            logits = self.log_p[None, :] + B[:, None] * self.atoms[None, :] - 0.5 * A[:, None] * self.atoms[None, :] ** 2
+            log_z = special.logsumexp(logits, axis=1)
+            weight = np.exp(logits - log_z[:, None])
+            mean = weight @ self.atoms
+            var = np.maximum(weight @ self.atoms**2 - mean**2, 0.0)
+            return log_z.reshape(shape), mean.reshape(shape), var.reshape(shape)
+        from seqphase.core.numerics import adaptive_moments
+
+        positive = A > 0
+        centre = np.where(positive, B / np.where(positive, A, 1.0), 0.0)
+        width = np.where(positive, 1.0 / np.sqrt(np.where(positive, A, 1.0)), self.scale)
+        centre = np.clip(centre, *self.support)
+
+        def log_f(idx, x):
+            return self.log_density(x) + B[idx] * x - 0.5 * A[idx] * x * x
+
+        try:
+            result = adaptive_moments(log_f, self._edges(centre, width), tol=self.tol)
+        except FloatingPointError:
+            raise self._plugins.PluginFault(f"{type(self.plugin).__name__}.log_density returned NaN") from None
+        return result.log_mass.reshape(shape), result.mean.reshape(shape), result.var.reshape(shape)
+
+    def denoise(self, B, A):
+        _, mean, var = self._moments(B, A)
+        return mean, var
+
+    def log_partition(self, B, A):
+        return self._moments(B, A)[0]
+
+    def _outer(self, mhat, func):
+        """E_{x0 ~ P0, xi} func(B = mhat x0 + sqrt(mhat) xi, A = mhat)."""
+        s = math.sqrt(mhat)
+        total = 0.0
+        if self.atoms is not None:
+            for x0, w0 in zip(self.atoms, np.exp(self.log_p)):
+                features = [((mhat * (a + b) / 2 + (lb - la) / (a - b) - mhat * x0) / s, 1.0 / (s * abs(a - b)))
+                            for (a, la), (b, lb) in itertools.combinations(zip(self.atoms, self.log_p), 2)]
+                xi, w = gaussian_panels(features)
+                total += w0 * float(w @ func(mhat * x0 + s * xi, np.full(xi.shape, mhat)))
+            return total
+        xi, w = gauss_hermite(60)
+        x0 = self.x0_nodes
+        B = mhat * x0[:, None] + s * xi[None, :]
+        values = func(B.ravel(), np.full(B.size, mhat)).reshape(B.shape)
+        return float(self.x0_weights @ (values @ w))
+
+    def mmse(self, mhat):
+        mhat = float(mhat)
+        if mhat <= 0:
+            return self.rho - self.mean**2
+        return self._outer(mhat, lambda B, A: self._moments(B, A)[2])
+
+    def free_entropy(self, mhat):
+        mhat = float(mhat)
+        if mhat <= 0:
+            return 0.0
+        return self._outer(mhat, lambda B, A: self._moments(B, A)[0])
+
+    def __repr__(self):
+        return f"DerivedPrior({self.plugin!r})"

@@ -1,0 +1,371 @@
+"""The Python API: everything the `seqphase` command does, callable from a script or a notebook.
+
+    import seqphase
+    ds = seqphase.run("glm-perceptron-se", set={"alpha": "0.5:3:6"})        # an xarray.Dataset
+    ds = seqphase.run({"name": "probit", "model": "glm", "params": {...}, "method": {"name": "se"}},
+                      client=my_client)                                      # a Client you already hold
+    seqphase.status("glm-perceptron-se").done
+    seqphase.reproduce("bsr", quick=True)
+    seqphase.list_sweeps()
+
+The command line (cli.py) parses its options and calls these functions: one code path. A sweep is a
+shipped name, a path to a .toml spec, or a dict with the spec's fields. `client` is a
+`distributed.Client` you hold (a LocalCluster's, a dask-jobqueue SLURMCluster's): seqphase submits to
+it and never closes it; without one, seqphase starts and stops its own cluster (`cluster`, `workers`).
+An interrupt (Ctrl-C, a notebook's stop button) cancels what is in flight, keeps what was stored, and
+is raised again as KeyboardInterrupt: run the same call to resume.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from seqphase.core.errors import SeqphaseError
+
+__all__ = ["run", "retry_failed", "status", "reproduce", "list_sweeps", "check", "Status", "load"]
+
+
+def load(sweep, set=None, name=None):  # noqa: A002 -- `set` mirrors the command line's --set
+    """The validated `Sweep` of a shipped name, a spec path or a dict of the spec's fields; `set` is
+    {parameter or setting: value(s)} or a list of "NAME=VALUES" strings (the command line's --set)."""
+    from seqphase.sweeps.spec import load_sweep, parse_sweep
+
+    overrides = _overrides(set)
+    if isinstance(sweep, dict):
+        text = json.dumps(sweep, indent=2, sort_keys=True, default=str)
+        return parse_sweep(dict(sweep), source="<dict>", text=text, overrides=overrides, rename=name)
+    if isinstance(sweep, Path):
+        sweep = str(sweep)
+    if not isinstance(sweep, str):
+        raise SeqphaseError("sweep", f"expected a sweep name, a .toml path or a dict, got {type(sweep).__name__}")
+    return load_sweep(sweep, overrides=overrides, rename=name)
+
+
+def _overrides(values):
+    if values is None:
+        return ()
+    if isinstance(values, dict):
+        out = []
+        for key, value in values.items():
+            items = value if isinstance(value, (list, tuple)) else [value]
+            out.append(f"{key}={','.join(_text(v) for v in items)}")
+        return tuple(out)
+    if isinstance(values, str):
+        return (values,)
+    return tuple(values)
+
+
+def _text(value):
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def run(sweep, *, set=None, name=None, store=None, client=None, cluster="local", workers=None,  # noqa: A002
+        retries=2, progress=True, slurm_profile=None):
+    """Run a sweep (resuming: only points not done are computed) and return its results as an
+    `xarray.Dataset` (`seqphase.open_results`). Points that failed after `retries` are recorded in the
+    store (`seqphase.status(...).failures`) and left NaN; a warning says how many. `progress` shows the
+    progress meter (a line updated in place on a terminal or in Jupyter); two lines (what runs, how it
+    ended) go to stderr always."""
+    swept = load(sweep, set=set, name=name)
+    summary, store_path = execute(swept, "resume", store=store, client=client, cluster=cluster, workers=workers,
+                                  retries=retries, progress=progress, slurm_profile=slurm_profile)
+    return _dataset(swept.name, store_path, summary)
+
+
+def retry_failed(sweep, *, store=None, client=None, cluster="local", workers=None, retries=2, progress=True,
+                 slurm_profile=None):
+    """Rerun only the points of a stored sweep that are recorded as failed; returns the Dataset."""
+    swept = stored_sweep(sweep, store)
+    summary, store_path = execute(swept, "retry-failed", store=store, client=client, cluster=cluster,
+                                  workers=workers, retries=retries, progress=progress, slurm_profile=slurm_profile)
+    return _dataset(swept.name, store_path, summary)
+
+
+def stored_sweep(sweep, store=None):
+    """The `Sweep` a store's group was run with (its resolved spec)."""
+    from seqphase.results.query import sweep_name
+    from seqphase.results.store import Store
+    from seqphase.sweeps.spec import sweep_from_resolved
+
+    group = Store(store).open_sweep(sweep_name(sweep))
+    return sweep_from_resolved(json.loads(group.attrs["spec_resolved"]), text=group.attrs.get("spec", ""))
+
+
+def _dataset(name, store_path, summary):
+    import warnings
+
+    from seqphase.results.query import open_results
+
+    if summary.failed:
+        warnings.warn(f"seqphase: {summary.failed} points of {name} failed and are recorded as failed in the "
+                      f"store (seqphase.status({name!r}).failures; seqphase.retry_failed reruns them)", stacklevel=3)
+    return open_results(name, store_path)
+
+
+def _check_run_options(workers, retries):
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise SeqphaseError("--workers", f"{workers} is not a positive number", "use --workers 1 or more")
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise SeqphaseError("--retries", "must be >= 0")
+
+
+@contextlib.contextmanager
+def _client(client, cluster, workers, slurm_profile):
+    """The caller's Client as it is (never closed here), or a cluster of our own for the duration."""
+    if client is not None:
+        if cluster != "local" or workers is not None or slurm_profile is not None:
+            raise SeqphaseError("client", "a client was given together with cluster options",
+                                "give either client= or cluster=/workers=, not both")
+        yield client
+        return
+    from seqphase.cluster import connect
+
+    with connect(cluster, workers, slurm_profile=slurm_profile) as own:
+        yield own
+
+
+def execute(sweep, mode, *, store=None, client=None, cluster="local", workers=None, retries=2, progress=True,
+            slurm_profile=None, stream=None):
+    """Plan `sweep`, check the store (foreign, corrupted or locked: refused before anything starts), then
+    run the points not done on the client and store them. Returns (RunSummary, store path)."""
+    from seqphase.cluster import run_sweep
+    from seqphase.results.faults import resource_error
+    from seqphase.results.migrate import require_current_names
+    from seqphase.results.store import Store
+    from seqphase.sweeps.planner import plan_sweep
+
+    stream = stream or sys.stderr
+    _check_run_options(workers, retries)
+    plan = plan_sweep(sweep)
+    store = Store(store)
+    store.preflight(plan)  # refuse a foreign, corrupted or locked store before starting anything
+    require_current_names(store, sweep.name)  # an old group (e.g. BSR `mmse`): migrate first
+    started = False
+    try:
+        # Connect before touching the store: an unreachable cluster must leave it as it was.
+        with _client(client, cluster, workers, slurm_profile) as active:
+            store.check(create=True)
+            with store.lock():
+                group = store.prepare(plan)
+                stream.write(f"seqphase: {mode} {sweep.name}: {len(plan.points)} points "
+                             f"({sweep.model}/{sweep.method}) -> {store.path}/{sweep.name}\n")
+                started = True
+                ahead = slurm_profile.submit_ahead() if slurm_profile is not None and slurm_profile.adaptive else 0
+                summary = run_sweep(plan, group, active, mode=mode, retries=retries, progress=progress,
+                                    submit_ahead=ahead, stream=stream)
+    except OSError as exc:  # the store's file system: full, quota, read-only, permissions, open files
+        error = resource_error(exc, store.path, during_run=started)
+        if error is None:
+            raise
+        raise error from None
+    stream.write(f"seqphase: {summary.line()}\n")
+    return summary, store.path
+
+
+@dataclass
+class Status:
+    """What a store says of a sweep: counts of points by state, each failure, the runs so far, and the
+    report `seqphase status` prints (`text`)."""
+
+    name: str
+    model: str
+    method: str
+    grid: dict
+    done: int
+    failed: int
+    pending: int
+    damaged: int
+    requested: int
+    failures: list = field(default_factory=list)   # [(params, error)]
+    runs: list = field(default_factory=list)
+    text: str = ""
+
+    def __str__(self):
+        return self.text
+
+
+def status(sweep, store=None):
+    """Points done / failed / pending / damaged of a stored sweep, its failures and runs (read only)."""
+    from seqphase.results.lock import LOCK_NAME, judge, read_holder
+    from seqphase.results.parts import Parts
+    from seqphase.results.query import sweep_name
+    from seqphase.results.store import STATUS_NAMES, Store
+    from seqphase.results.verify import damage_summary, damaged_points, find_damage
+    from seqphase.results.width import width_lines
+
+    group = Store(store).open_sweep(sweep_name(sweep))
+    codes, _ = group.ledger()
+    damages = find_damage(group)  # checksums and the manifest (fast); `seqphase verify` decodes everything
+    damaged = damaged_points(group, damages)
+    counts = Counter(int(s) for s in codes[~damaged].ravel())
+    requested = int((codes != 0).sum() + (damaged & (codes == 0)).sum())
+    lines = [f"sweep {group.name} ({group.attrs['model']}/{group.attrs['method']}) in {group.store.path}",
+             "  grid: " + " x ".join(f"{d}[{len(group.coords[d])}]" for d in group.dims),
+             "  points: " + ", ".join(f"{counts.get(code, 0)} {STATUS_NAMES[code]}" for code in (2, 3, 1))
+             + (f", {int(damaged.sum())} damaged" if damaged.any() else "") + f" (of {requested} requested)"]
+    if damages:
+        lines.append(f"  damaged: {damage_summary(damages)}, {int(damaged.sum())} points affected "
+                     "(seqphase verify lists them; seqphase run recomputes them)")
+    lines += manifest_notes(group)
+    if group.layout < 2:
+        lines.append("  layout 1: one chunk per point, no checksums (seqphase migrate converts it)")
+    errors = group.read_where("error", codes == 3)  # only the failed points' chunks
+    failures = []
+    for index in zip(*(codes == 3).nonzero()):
+        params = group.cell_params(tuple(int(i) for i in index))
+        failures.append((params, str(errors[tuple(int(i) for i in index)])))
+        lines.append(f"  failed {params}: {failures[-1][1]}")
+    worker_jobs = Counter(str(j) for j in group.read("slurm_job_id")[codes == 2].ravel() if str(j))
+    if worker_jobs:  # recorded per point by the workers (SLURM_JOB_ID); sacct is never asked
+        ordered = sorted(worker_jobs.items(), key=lambda item: (len(item[0]), item[0]))
+        lines.append("  slurm worker jobs (points done): " + ", ".join(f"{job} ({n})" for job, n in ordered))
+    lines += list(width_lines(group.attrs.get("runs", []), lambda: group.read("runtime_s")[codes == 2]))
+    kept = Parts(group.store.path, group.name).counts()
+    if kept:  # a point cut into works keeps each finished one until the point is stored (results/parts.py)
+        lines.append(f"  works kept of points not stored yet: {sum(kept.values())} in {len(kept)} point"
+                     f"{'s' if len(kept) > 1 else ''} (" + ", ".join(f"{h[:12]}: {n}" for h, n in sorted(kept.items()))
+                     + "); a run submits only their other works")
+    holder = read_holder(group.store.path / LOCK_NAME)
+    live = holder is not None and not judge(group.store.path / LOCK_NAME, holder)
+    unfinished = "running or killed" if live else "stopped before recording its outcome (killed, or the store " \
+        "could not be written)"
+    runs = list(group.attrs.get("runs", []))
+    for record in runs:
+        job = f" slurm job {record['slurm_job_id']}" if record.get("slurm_job_id") else ""
+        lines.append(f"  run {record.get('started_at')} {record.get('mode')} on {record.get('host')}{job}: "
+                     f"{record.get('submitted')} submitted, {record.get('done', '?')} done, "
+                     f"{record.get('failed', '?')} failed, {record.get('outcome', unfinished)}")
+    return Status(name=group.name, model=group.attrs["model"], method=group.attrs["method"],
+                  grid={d: len(group.coords[d]) for d in group.dims}, done=counts.get(2, 0),
+                  failed=counts.get(3, 0), pending=counts.get(1, 0), damaged=int(damaged.sum()),
+                  requested=requested, failures=failures, runs=runs, text="\n".join(lines))
+
+
+def manifest_notes(group):
+    """When the group cannot tell a deleted chunk from one never written, say so (status, verify)."""
+    if group.layout < 2:
+        return []
+    if group.manifest is None:
+        return ["  no chunk manifest (written by an older seqphase): a deleted chunk file cannot be told from one "
+                "never written; the next `seqphase run` starts one"]
+    if not group.manifest.complete:
+        return [f"  chunk manifest kept since {group.manifest.data.get('since')}: chunk files deleted before then "
+                "cannot be told from ones never written"]
+    return []
+
+
+def list_sweeps():
+    """The shipped sweeps: [{name, model, method, points, title}], sorted by name."""
+    from seqphase.sweeps.spec import load_sweep, shipped_specs
+
+    out = []
+    for name in sorted(shipped_specs()):
+        sweep = load_sweep(name)
+        size = 1
+        for values in sweep.params.values():
+            size *= len(values)
+        out.append({"name": name, "model": sweep.model, "method": sweep.method, "points": size,
+                    "title": sweep.title})
+    return out
+
+
+def reproduce(paper, *, quick=False, store=None, output=None, client=None, cluster="local", workers=None,
+              retries=2, progress=True, slurm_profile=None, stream=None):
+    """Run every sweep of a paper (resuming what is stored) on one cluster and write the report folder
+    (index.html, agreement.csv, figures). Returns (path of index.html, agreement rows, failed points)."""
+    from seqphase.cluster import run_sweep
+    from seqphase.results.migrate import require_current_names
+    from seqphase.results.report import MARKER
+    from seqphase.results.reproduce import write
+    from seqphase.results.store import Store
+    from seqphase.sweeps.papers import get_paper
+    from seqphase.sweeps.planner import plan_sweep
+    from seqphase.sweeps.spec import load_sweep
+
+    stream = stream or sys.stderr
+    paper = get_paper(paper)
+    _check_run_options(workers, retries)
+    out = Path(output or f"reproduce-{paper.id}{'-quick' if quick else ''}")
+    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / MARKER).is_file())):
+        raise SeqphaseError("-o", f"{out} exists and is not a seqphase report folder",
+                            "give a new or empty folder (-o DIR); nothing was written")
+    plans = [(item, plan_sweep(load_sweep(item.spec, overrides=item.overrides(quick),
+                                          rename=item.stored_name(quick)))) for item in paper.runs]
+    store = Store(store)
+    for _, plan in plans:
+        store.preflight(plan)  # a foreign, corrupted or locked store, other settings: refused before anything
+        require_current_names(store, plan.sweep.name)
+    timings, failed = {}, 0
+    with _client(client, cluster, workers, slurm_profile) as active:
+        store.check(create=True)
+        with store.lock():
+            for _, plan in plans:
+                started = time.perf_counter()
+                group = store.prepare(plan)
+                stream.write(f"seqphase: reproduce {paper.id}: {plan.sweep.name}: {len(plan.points)} points\n")
+                summary = run_sweep(plan, group, active, retries=retries, progress=progress, stream=stream)
+                failed += summary.failed
+                timings[plan.sweep.name] = {"points": len(plan.points), "computed": summary.done,
+                                            "wall_s": time.perf_counter() - started,
+                                            "spec_hash": plan.identity_hash}
+    rows = write(paper, quick, store, out, plans, timings)
+    return out / "index.html", rows, failed
+
+
+def check(target, *, set=None, seed=0):  # noqa: A002
+    """Run the identity battery (core/plugin_check.py) on a user channel or prior named "module:Class"
+    (or a registered short name), built with its defaults and `set` ({keyword: value} or "NAME=V"
+    strings). Returns (kind, [Row]); bad input (cannot import, not a plug-in, a constructor or method
+    that raises, NaN, wrong shapes) raises SeqphaseError."""
+    from seqphase.core import plugin_check, plugins
+    from seqphase.core.errors import ParameterError
+
+    kind = None
+    for candidate in ("channel", "prior"):
+        try:
+            info = plugins.load(target, candidate, "MODULE:CLASS")
+            kind = candidate
+            break
+        except ParameterError as exc:
+            if "is not a seqphase." not in exc.message:
+                if candidate == "prior" or "no channel named" not in exc.message:
+                    raise
+    if kind is None:
+        raise SeqphaseError("MODULE:CLASS", f"{target!r} is neither a seqphase.Likelihood nor a seqphase.Prior",
+                            "derive the class from one of them")
+    keywords = plugins.parameters(info.cls, "MODULE:CLASS")
+    values = {}
+    for item in _overrides(set):
+        key, _, text = item.partition("=")
+        key = key.strip()
+        if key not in keywords:
+            raise SeqphaseError(f"--set {key}", f"{info.qualname} takes no keyword {key!r}",
+                                f"use one of {', '.join(keywords) or '(none)'}")
+        from seqphase.sweeps.spec import _parse_cli_value
+
+        values[key] = _parse_cli_value(text)
+    for key, default in keywords.items():
+        if key not in values:
+            if default is plugins.REQUIRED_VALUE:
+                raise SeqphaseError(f"--set {key}", "required keyword of the plug-in has no value", f"add --set {key}=...")
+            values[key] = default
+    plugin = plugins.instantiate(info, values, "MODULE:CLASS")
+    plugins.smoke_test(plugin, kind, "MODULE:CLASS")
+    try:
+        if kind == "channel":
+            rows = plugin_check.check_channel(plugins.DerivedScalarChannel(plugin, name=target), seed=seed)
+        else:
+            from seqphase.core.glm.priors import DerivedPrior
+
+            rows = plugin_check.check_prior(DerivedPrior(plugin, name=target), seed=seed)
+    except plugins.PluginFault as fault:
+        raise SeqphaseError("MODULE:CLASS", str(fault), "fix the class") from None
+    return kind, rows

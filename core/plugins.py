@@ -1,0 +1,544 @@
+"""User plug-ins: an output channel or a prior written as a small class, everything else derived.
+
+A researcher with a new channel knows its likelihood P(y | z) and how to sample it; a new prior, its
+density and a sampler. That is all a plug-in states:
+
+    class Probit(seqphase.Likelihood):
+        labels = (-1.0, 1.0)                 # discrete y; None for a continuous y
+        def __init__(self, delta=0.1):       # keyword arguments are model parameters (grid axes)
+            self.delta = delta
+        def log_likelihood(self, y, z):      # elementwise, broadcasting; z (..., p) when p > 1
+            return scipy.special.log_ndtr(y * z / np.sqrt(self.delta))
+        def sample(self, z, rng):
+            return np.sign(z + np.sqrt(self.delta) * rng.standard_normal(np.shape(z)))
+
+and a spec names it `channel = "mymodule:Probit"` (or a short name an installed package registers under
+the entry-point group `seqphase.channels` / `seqphase.priors`). The family derives the rest:
+
+* Z_out(y, omega, V) = int N(z; omega, V) P(y | z) dz, g_out = d_omega log Z_out and its derivative, by
+  adaptive Gauss-Legendre quadrature in t = (z - omega) / sqrt(V) (`numerics.adaptive_moments`:
+  steps of a discrete label's likelihood and transitions of any width are located, not smeared);
+* the SE expectations over y: a sum over `labels` weighted by Z_out (discrete y), or, for a continuous
+  y, an average over labels drawn by the plug-in's own sampler at fixed Gaussian nodes and a fixed
+  seed (common random numbers: deterministic, Monte-Carlo error ~ 1/sqrt(`n_label_draws`) per node);
+* the Bayes-optimal and plug-in test errors (the most probable label's error for discrete y, the
+  squared error for continuous y) and whether the channel is even (P(y | z) = P(y | -z)).
+
+Closed forms are optional: a class that defines `g_out(y, omega, V) -> (g, dg)` (p = 1, elementwise)
+or `log_partition(y, omega, V)` has them used, and `seqphase check` compares them with the derived ones.
+
+A plug-in enters a point's identity by the SHA-256 of its module's file, so editing the class
+recomputes its points (as an algorithm version bump does); the store's provenance records module,
+class, file and hash. This module imports no family: the glm family adapts `Likelihood` to its scalar
+channel protocol (`DerivedScalarChannel`, here, on the shared `core/channel.py`) and `Prior` to its
+denoiser protocol (core/glm/priors.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import inspect
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import metadata
+
+import numpy as np
+
+from seqphase.core.channel import ScalarChannel
+from seqphase.core.errors import ParameterError
+from seqphase.core.numerics import GAUSSIAN_EDGES, LOG_SQRT_2PI, adaptive_moments, gauss_hermite, resolve_panels
+
+ENTRY_POINT_GROUPS = {"channel": "seqphase.channels", "prior": "seqphase.priors"}
+
+
+class Likelihood:
+    """A user output channel P(y | z), z in R^p. Subclass it and write `log_likelihood(y, z)` (elementwise
+    and broadcasting: for p = 1 z has no trailing axis, for p > 1 it is (..., p); log of the probability of
+    a discrete y, or of the density of a continuous y; -inf where impossible) and `sample(z, rng)` (labels
+    for z, same leading shape). Declare `labels` (the tuple of values of a discrete y, or None) and `p`.
+    The constructor's keyword arguments (numbers or booleans, each with a default or required) are model
+    parameters. Optional closed forms, p = 1: `g_out(y, omega, V) -> (g, dg)`, `log_partition(y, omega, V)`.
+    """
+
+    p = 1
+    labels = None
+
+    def log_likelihood(self, y, z):  # pragma: no cover - written by the user
+        raise NotImplementedError(f"{type(self).__name__} must define log_likelihood(y, z)")
+
+    def sample(self, z, rng):  # pragma: no cover - written by the user
+        raise NotImplementedError(f"{type(self).__name__} must define sample(z, rng)")
+
+
+class Prior:
+    """A user prior P0(x) of the signal's i.i.d. components. Subclass it and write `log_density(x)`
+    (elementwise; for a discrete prior the log probability of each atom) and `sample(shape, rng)`.
+    Declare `atoms` (the tuple of values of a discrete prior) or, for a continuous prior, `support`
+    ((lo, hi), either end may be infinite) and `scale` (the width over which the density varies: the
+    quadrature's first panels). Keyword arguments of the constructor are model parameters."""
+
+    atoms = None
+    support = (-math.inf, math.inf)
+    scale = 1.0
+
+    def log_density(self, x):  # pragma: no cover - written by the user
+        raise NotImplementedError(f"{type(self).__name__} must define log_density(x)")
+
+    def sample(self, shape, rng):  # pragma: no cover - written by the user
+        raise NotImplementedError(f"{type(self).__name__} must define sample(shape, rng)")
+
+
+# -- naming, loading and identity ------------------------------------------------------------------
+
+
+def is_plugin_name(name):
+    """A value of `channel`/`prior` that names a plug-in rather than a shipped one: "module:Class", or
+    a short name registered under the entry-point group (looked up by `load`)."""
+    return isinstance(name, str) and ":" in name
+
+
+@dataclass(frozen=True)
+class PluginInfo:
+    """A loaded plug-in class and what provenance records of it."""
+
+    name: str          # as the spec wrote it
+    kind: str          # "channel" or "prior"
+    cls: type
+    module: str
+    qualname: str
+    file: str
+    sha256: str
+
+    @property
+    def tag(self):
+        """The text a point's algorithm version carries, so an edited plug-in recomputes its points."""
+        return f"{self.kind}={self.module}:{self.qualname}@{self.sha256[:16]}"
+
+    def provenance(self):
+        return {"name": self.name, "kind": self.kind, "module": self.module, "class": self.qualname,
+                "file": self.file, "sha256": self.sha256}
+
+
+def _file_hash(cls):
+    try:
+        path = inspect.getsourcefile(cls) or inspect.getfile(cls)
+        with open(path, "rb") as handle:
+            return path, hashlib.sha256(handle.read()).hexdigest()
+    except (TypeError, OSError):  # a class without a file (defined in a notebook): hash its source
+        try:
+            source = inspect.getsource(cls)
+        except (TypeError, OSError):
+            source = f"{cls.__module__}.{cls.__qualname__}"
+        return "<no file>", hashlib.sha256(source.encode()).hexdigest()
+
+
+def entry_point_names(kind):
+    """{short name: "module:attr"} registered by installed packages for `kind`."""
+    try:
+        found = metadata.entry_points(group=ENTRY_POINT_GROUPS[kind])
+    except TypeError:  # pragma: no cover - Python < 3.10 API
+        found = metadata.entry_points().get(ENTRY_POINT_GROUPS[kind], ())
+    return {ep.name: ep.value for ep in found}
+
+
+@lru_cache(maxsize=None)
+def _import(target, kind, where):
+    module_name, _, attr = target.partition(":")
+    if not module_name or not attr or module_name.startswith(".") or not all(
+            part.isidentifier() for part in module_name.split(".") + attr.split(".")):
+        raise ParameterError(where, f"{target!r} is not a 'module:Class' name",
+                             "write e.g. \"mypackage.channels:Probit\"")
+    try:
+        obj = importlib.import_module(module_name)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except Exception as exc:  # noqa: BLE001 -- a user's module may raise anything on import
+        raise ParameterError(where, f"cannot import {target!r} ({type(exc).__name__}: {exc})",
+                             "run from the folder that holds the module, or put it on PYTHONPATH (on the driver and every worker)") from None
+    base = Likelihood if kind == "channel" else Prior
+    if not (isinstance(obj, type) and issubclass(obj, base)):
+        raise ParameterError(where, f"{target!r} is not a seqphase.{base.__name__} subclass",
+                             f"derive the class from seqphase.{base.__name__}")
+    path, digest = _file_hash(obj)
+    return obj, path, digest
+
+
+def load(name, kind, where=None):
+    """The `PluginInfo` of a channel or prior plug-in named "module:Class" or by a registered short name
+    (ParameterError naming `where` when it cannot be imported or is not a Likelihood / Prior)."""
+    where = where or f"params.{kind}"
+    target = name if ":" in name else entry_point_names(kind).get(name)
+    if target is None:
+        raise ParameterError(where, f"no {kind} named {name!r}",
+                             f"name a plug-in as \"module:Class\", or install a package that registers it "
+                             f"under the entry-point group {ENTRY_POINT_GROUPS[kind]!r}")
+    cls, path, digest = _import(target, kind, where)
+    return PluginInfo(name=name, kind=kind, cls=cls, module=cls.__module__, qualname=cls.__qualname__,
+                      file=path, sha256=digest)
+
+
+REQUIRED_VALUE = object()  # a plug-in keyword without a default: the spec must give it
+
+
+def parameters(cls, where):
+    """{keyword: default (REQUIRED_VALUE when it has none)} of a plug-in's constructor; its arguments must
+    be keywords with number or boolean defaults (they become grid axes)."""
+    out = {}
+    signature = inspect.signature(cls.__init__) if cls.__init__ is not object.__init__ else None
+    for name, param in (list(signature.parameters.items())[1:] if signature else []):
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise ParameterError(where, f"{cls.__qualname__}.__init__ takes *{name}",
+                                 "give the constructor named keyword arguments only (they are model parameters)")
+        if param.default is param.empty:
+            out[name] = REQUIRED_VALUE
+        elif isinstance(param.default, (bool, int, float)) and not isinstance(param.default, complex):
+            out[name] = param.default
+        else:
+            raise ParameterError(where, f"{cls.__qualname__}.__init__: {name}={param.default!r} is not a number "
+                                 "or a boolean", "plug-in parameters are numbers or booleans (grid axes)")
+    return out
+
+
+
+def instantiate(info, kwargs, where):
+    """The plug-in object for one point; an exception of the user's constructor becomes one line."""
+    try:
+        return info.cls(**kwargs)
+    except Exception as exc:  # noqa: BLE001 -- the user's code: report it, naming the class and values
+        args = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+        raise ParameterError(where, f"{info.name}({args}) raised {type(exc).__name__}: {exc}",
+                             "give values the class accepts") from None
+
+
+class PluginFault(ValueError):
+    """A plug-in's method returned something unusable (NaN, wrong shape) or raised; the message names
+    the class, the method and the fault."""
+
+
+def call(plugin, method, *args):
+    """plugin.method(*args), with any exception turned into a one-line PluginFault naming both."""
+    try:
+        return getattr(plugin, method)(*args)
+    except PluginFault:
+        raise
+    except Exception as exc:  # noqa: BLE001 -- the user's code
+        raise PluginFault(f"{type(plugin).__name__}.{method} raised {type(exc).__name__}: {exc}") from None
+
+
+def checked(plugin, method, value, shape, allow_inf=True):
+    """`value` as a float array of `shape`, or a PluginFault naming the fault."""
+    try:
+        value = np.asarray(value, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise PluginFault(f"{type(plugin).__name__}.{method} returned a non-numeric value ({exc})") from None
+    if value.shape != tuple(shape):
+        try:
+            value = np.broadcast_to(value, shape).astype(float)
+        except ValueError:
+            raise PluginFault(f"{type(plugin).__name__}.{method} returned shape {value.shape}, expected "
+                              f"{tuple(shape)}") from None
+    if np.isnan(value).any():
+        raise PluginFault(f"{type(plugin).__name__}.{method} returned NaN")
+    if not allow_inf and not np.isfinite(value).all():
+        raise PluginFault(f"{type(plugin).__name__}.{method} returned an infinite value")
+    return value
+
+
+def smoke_test(plugin, kind, where=None):
+    """Call a plug-in once on a small batch before anything runs: the sampler's labels (or draws) must
+    have the right shape, be finite and (discrete) among the declared labels / atoms, and the likelihood
+    (density) of what the sampler drew must be a number above -inf. A fault is one line naming the class."""
+    where = where or f"params.{kind}"
+    name = type(plugin).__name__
+    rng = np.random.default_rng(0)
+    try:
+        if kind == "channel":
+            p = int(getattr(plugin, "p", 1))
+            z = np.linspace(-2.0, 2.0, 7) if p == 1 else np.linspace(-2.0, 2.0, 7 * p).reshape(7, p)
+            y = checked(plugin, "sample", call(plugin, "sample", z, rng), (7,), allow_inf=False)
+            labels = getattr(plugin, "labels", None)
+            if labels is not None and not np.isin(y, np.asarray(labels, float)).all():
+                raise PluginFault(f"{name}.sample drew {sorted(set(y[~np.isin(y, np.asarray(labels, float))]))[:3]}, "
+                                  f"not among its labels {tuple(labels)}")
+            values = checked(plugin, "log_likelihood", call(plugin, "log_likelihood", y, z), (7,))
+            what = "log_likelihood(sample(z), z)"
+        else:
+            x = checked(plugin, "sample", call(plugin, "sample", (7,), rng), (7,), allow_inf=False)
+            atoms = getattr(plugin, "atoms", None)
+            if atoms is not None and not np.isin(x, np.asarray(atoms, float)).all():
+                raise PluginFault(f"{name}.sample drew values outside its atoms {tuple(atoms)}")
+            values = checked(plugin, "log_density", call(plugin, "log_density", x), (7,))
+            what = "log_density(sample(shape))"
+        if not np.isfinite(values).all() or np.isinf(values).any():
+            raise PluginFault(f"{name}: {what} is -inf or +inf where the sampler drew (they disagree)")
+    except PluginFault as fault:
+        raise ParameterError(where, str(fault), "fix the class; `seqphase check MODULE:CLASS` runs its identities")
+    return True
+
+
+# -- the derived scalar channel (p = 1) ------------------------------------------------------------------
+
+
+class DerivedScalarChannel(ScalarChannel):
+    """A p = 1 `Likelihood` as the shared scalar channel protocol (`core/channel.py`) that the glm
+    family's SE, GAMP, thresholds and onset evaluate: every quantity derived from `log_likelihood` and
+    `sample`, or taken from the plug-in's closed forms where it gives them.
+
+    `tol` is the adaptive quadrature's relative tolerance (`numerics.adaptive_moments`): measured on the
+    probit and sign channels, the derived g_out and dg agree with the closed forms within 100 `tol`
+    (1e-11 default: within 1e-9). A continuous y is integrated over `n_label_draws` labels drawn by the
+    plug-in's sampler at each of `n_label_nodes` Gauss-Hermite nodes of z (a fixed seed: the same labels
+    every call).
+    """
+
+    n_label_nodes = 24
+    n_label_draws = 32
+    label_seed = 20240601
+
+    def __init__(self, plugin, name="plugin", tol=1e-11, use_closed_forms=True):
+        if getattr(plugin, "p", 1) != 1:
+            raise ParameterError("params.channel", f"{type(plugin).__name__} has p = {plugin.p}; the glm "
+                                 "family takes p = 1 channels", "use the multiindex family for p > 1")
+        self.plugin = plugin
+        self.name = name
+        self.tol = float(tol)
+        self.labels = None if plugin.labels is None else np.asarray(plugin.labels, dtype=float)
+        self.discrete = self.labels is not None
+        self.closed_g_out = getattr(plugin, "g_out", None) if use_closed_forms else None
+        self.closed_log_partition = getattr(plugin, "log_partition", None) if use_closed_forms else None
+        self.even = self._is_even()
+
+    # -- what the user wrote -------------------------------------------------------------------------
+    def log_likelihood(self, y, z):
+        y, z = np.broadcast_arrays(np.asarray(y, float), np.asarray(z, float))
+        return checked(self.plugin, "log_likelihood", call(self.plugin, "log_likelihood", y, z), y.shape)
+
+    def sample_scalar(self, z, rng):
+        z = np.asarray(z, float)
+        return checked(self.plugin, "sample", call(self.plugin, "sample", z, rng), z.shape, allow_inf=False)
+
+    def _is_even(self):
+        """P(y | z) = P(y | -z) on a grid of z and of labels (for a continuous y, labels the sampler
+        draws); then omega = 0 is a fixed point and weak recovery has a threshold."""
+        z = np.linspace(-4.0, 4.0, 81)
+        if self.discrete:
+            y = np.repeat(self.labels, z.size)
+            z = np.tile(z, self.labels.size)
+        else:
+            y = self.sample_scalar(z, np.random.default_rng(self.label_seed))
+        return bool(np.allclose(self.log_likelihood(y, z), self.log_likelihood(y, -z), rtol=1e-10, atol=1e-12,
+                                equal_nan=False))
+
+    # -- the posterior of z by quadrature -------------------------------------------------------------
+    def moments(self, y, omega, V):
+        """(log Z_out, E[t | y], Var[t | y]) with t = (z - omega) / sqrt(V), elementwise on broadcast
+        arrays (flattened inside). The last few results are kept: SE asks for log Z_out and g_out of the
+        same labels and nodes in turn (`expect_y`), and each is one quadrature."""
+        y, omega, V = np.broadcast_arrays(*(np.asarray(a, float) for a in (y, omega, V)))
+        key = hashlib.sha1(b"".join(np.ascontiguousarray(a).tobytes() for a in (y, omega, V))).digest() + \
+            repr(y.shape).encode()
+        cache = self.__dict__.setdefault("_moments_cache", {})
+        if key not in cache:
+            if len(cache) >= 8:
+                cache.pop(next(iter(cache)))
+            cache[key] = self._unique_moments(y, omega, V)
+        return cache[key]
+
+    def _unique_moments(self, y, omega, V):
+        """`moments` computed once per distinct (y, omega, V): through the shared rule for a discrete label
+        at many cavities of similar V (SE, GAMP), else the per-sample adaptive rule."""
+        rows = np.stack([y.ravel(), omega.ravel(), V.ravel()], axis=1)
+        unique, inverse = np.unique(rows, axis=0, return_inverse=True)
+        inverse = inverse.ravel()
+        out = None
+        if self.discrete and unique.shape[0] > 16:
+            parts = [np.empty(unique.shape[0]) for _ in range(3)]
+            for label in np.unique(unique[:, 0]):
+                mask = unique[:, 0] == label
+                shared = self.shared_moments(float(label), unique[mask, 1], unique[mask, 2])
+                if shared is None:
+                    break
+                for part, values in zip(parts, shared):
+                    part[mask] = values
+            else:
+                out = parts
+        if out is None:
+            out = self._moments(unique[:, 0], unique[:, 1], unique[:, 2])
+        return tuple(part[inverse].reshape(y.shape) for part in out)
+
+    def _moments(self, y, omega, V):
+        shape = y.shape
+        y, omega, sv = y.ravel(), omega.ravel(), np.sqrt(V.ravel())
+
+        def log_f(idx, t):
+            return -0.5 * t * t - LOG_SQRT_2PI + self.log_likelihood(y[idx], omega[idx] + sv[idx] * t)
+
+        try:
+            result = adaptive_moments(log_f, np.broadcast_to(GAUSSIAN_EDGES, (y.size, GAUSSIAN_EDGES.size)),
+                                      tol=self.tol)
+        except FloatingPointError:
+            raise PluginFault(f"{type(self.plugin).__name__}.log_likelihood returned NaN") from None
+        return (result.log_mass.reshape(shape), result.mean.reshape(shape), result.var.reshape(shape))
+
+    #: half-width of the window of z over which a discrete label's likelihood is resolved once
+    #: (`resolve_panels`) for the SE's shared rule; cavities reaching beyond it use the per-sample rule
+    z_window = 60.0
+    #: the shared rule's panels per cavity standard deviation, and its reach in standard deviations
+    kernel_panels, kernel_reach = 2.0, 12.0
+    #: largest shared rule (nodes) before the per-sample adaptive rule is cheaper, and the largest ratio
+    #: of the cavities' standard deviations one shared rule serves
+    shared_nodes_max, shared_spread = 3_000, 1.5
+
+    def label_edges(self, label):
+        """Panel edges over [-z_window, z_window] resolving P(label | z) (cached per label)."""
+        cache = self.__dict__.setdefault("_label_edges", {})
+        if label not in cache:
+            def log_f(z):
+                return self.log_likelihood(np.full(z.shape, label), z)
+
+            try:
+                cache[label] = resolve_panels(log_f, -self.z_window, self.z_window)
+            except FloatingPointError:
+                raise PluginFault(f"{type(self.plugin).__name__}.log_likelihood returned NaN") from None
+        return cache[label]
+
+    def shared_moments(self, label, omega, V):
+        """(log Z_out, E[t | y], Var[t | y]) of one discrete label at many cavities N(omega_k, V_k) (1-d
+        arrays; the V_k within a factor `shared_spread` of each other, as in SE, where V is one number,
+        and in GAMP, where V_mu concentrates), on one rule shared by all of them: composite
+        Gauss-Legendre over the union of the label's own panels (`label_edges`) and panels of
+        sqrt(min V) / `kernel_panels` reaching `kernel_reach` standard deviations beyond the omegas. One
+        likelihood evaluation per node instead of one per node and cavity: what makes the SE and GAMP of
+        a plug-in affordable. None when the rule would be too large (V tiny against the spread of omega)
+        or leave the window: use the per-sample rule then. Cavities whose posterior lies far out (an
+        unlikely label) are recomputed by the per-sample rule."""
+        V = np.broadcast_to(np.asarray(V, float), omega.shape)
+        sigma = np.sqrt(V)
+        low, high = float(sigma.min()), float(sigma.max())
+        if low <= 0 or high > self.shared_spread * low:
+            return None
+        lo, hi = omega.min() - self.kernel_reach * high, omega.max() + self.kernel_reach * high
+        step = low / self.kernel_panels
+        if lo < -self.z_window or hi > self.z_window or (hi - lo) / step * 6 > self.shared_nodes_max:
+            return None
+        own = self.label_edges(label)
+        if np.count_nonzero((own > lo) & (own < hi)) * 6 > self.shared_nodes_max:
+            return None
+        edges = np.unique(np.concatenate([own[(own > lo) & (own < hi)], np.arange(lo, hi, step), [hi]]))
+        u, wu = np.polynomial.legendre.leggauss(6)
+        a, b = edges[:-1, None], edges[1:, None]
+        z = (a + (b - a) * (u + 1) / 2).ravel()
+        log_w = np.log(((b - a) / 2 * wu).ravel()) + self.log_likelihood(np.full(z.shape, label), z)
+        log_z, mean, var = (np.empty(omega.shape) for _ in range(3))
+        block = max(1, 4_000_000 // z.size)  # cavities a block: bounded memory (K x nodes doubles)
+        for start in range(0, omega.size, block):
+            part = slice(start, start + block)
+            s = sigma[part, None]
+            t = (z[None, :] - omega[part, None]) / s
+            log_f = log_w[None, :] - 0.5 * t * t - LOG_SQRT_2PI - np.log(s)
+            shift = log_f.max(axis=1)
+            finite = np.isfinite(shift)
+            weight = np.exp(log_f - np.where(finite, shift, 0.0)[:, None])
+            mass = weight.sum(axis=1)
+            safe = np.where(mass > 0, mass, 1.0)
+            mean[part] = (weight * t).sum(axis=1) / safe
+            var[part] = np.maximum((weight * t * t).sum(axis=1) / safe - mean[part] ** 2, 0.0)
+            with np.errstate(divide="ignore"):
+                log_z[part] = np.where(finite & (mass > 0), shift + np.log(safe), -np.inf)
+        # A label unlikely at its cavity puts the posterior far out, where the shared panels are too wide
+        # for the Gaussian's decay (or beyond their reach): those few go to the per-sample rule.
+        far = (np.abs(mean) + 5.0 * np.sqrt(var) > self.kernel_reach - 4.0) & np.isfinite(log_z)
+        if far.any():
+            labels = np.full(int(far.sum()), label)
+            log_z[far], mean[far], var[far] = self._moments(labels, omega[far], V[far])
+        return log_z, mean, var
+
+    def derived_g_out(self, y, omega, V):
+        """(g, dg) by quadrature: g = E[t | y] / sqrt(V), dg = (Var[t | y] - 1) / V; (0, 0) for a label
+        impossible under N(omega, V) (no information)."""
+        log_z, mean, var = self.moments(y, omega, V)
+        V = np.broadcast_to(np.asarray(V, float), log_z.shape)
+        possible = np.isfinite(log_z)
+        g = np.where(possible, mean / np.sqrt(V), 0.0)
+        dg = np.where(possible, (var - 1.0) / V, 0.0)
+        return g, dg
+
+    def log_partition(self, y, omega, V):
+        if self.closed_log_partition is not None:
+            shape = np.broadcast_shapes(np.shape(y), np.shape(omega), np.shape(V))
+            return checked(self.plugin, "log_partition", call(self.plugin, "log_partition", y, omega, V), shape)
+        return self.moments(y, omega, V)[0]
+
+    def g_out_scalar(self, y, omega, V):
+        if self.closed_g_out is not None:
+            shape = np.broadcast_shapes(np.shape(y), np.shape(omega), np.shape(V))
+            g, dg = call(self.plugin, "g_out", y, omega, V)
+            return (checked(self.plugin, "g_out", g, shape, allow_inf=False),
+                    checked(self.plugin, "g_out", dg, shape, allow_inf=False))
+        return self.derived_g_out(y, omega, V)
+
+    # -- expectations over y -------------------------------------------------------------------------
+    def expect_y(self, func, omega, V):
+        """E_{y ~ P(y | omega, V)}[func(y, omega, V)] over the array omega."""
+        omega = np.asarray(omega, float)
+        if self.discrete:
+            total = 0.0
+            for label in self.labels:
+                y = np.full(omega.shape, label)
+                weight = np.exp(self.log_partition(y, omega, V))
+                total = total + np.where(weight > 0, weight * func(y, omega, V), 0.0)
+            return total
+        y, om, Vb = self._drawn_labels(omega, V)
+        values = func(y, om, Vb)
+        t_nodes, t_weights = gauss_hermite(self.n_label_nodes)
+        values = values.reshape(omega.shape + (self.n_label_nodes, self.n_label_draws)).mean(-1)
+        return values @ t_weights
+
+    def _drawn_labels(self, omega, V):
+        """Labels drawn by the plug-in's sampler at z = omega + sqrt(V) t_k (Gauss-Hermite nodes t_k),
+        `n_label_draws` each, from a fixed seed; with omega and V repeated to their shape."""
+        t_nodes, _ = gauss_hermite(self.n_label_nodes)
+        V = np.asarray(V, float)
+        Vb = np.broadcast_to(V[..., None, None] if V.ndim else V, omega.shape + (self.n_label_nodes,
+                                                                                 self.n_label_draws))
+        om = np.broadcast_to(omega[..., None, None], Vb.shape)
+        z = om + np.sqrt(Vb) * t_nodes[:, None]
+        y = self.sample_scalar(np.ascontiguousarray(z), np.random.default_rng(self.label_seed))
+        return y.ravel(), om.ravel(), Vb.ravel()
+
+    def _label_moments(self, omega, V):
+        """E[y] and E[y^2] under P(y | omega, V), from the drawn labels (continuous y)."""
+        return (self.expect_y(lambda y, o, v: y, omega, V), self.expect_y(lambda y, o, v: y * y, omega, V))
+
+    def prediction_error(self, omega, V):
+        """Bayes-optimal test error given omega: 1 - max_y P(y | omega, V) (discrete: the most probable
+        label's error), Var[y | omega, V] (continuous: the posterior-mean predictor's squared error)."""
+        omega = np.asarray(omega, float)
+        if self.discrete:
+            best = np.max([self.log_partition(np.full(omega.shape, label), omega, V) for label in self.labels],
+                          axis=0)
+            return 1.0 - np.exp(best)
+        first, second = self._label_moments(omega, V)
+        return np.maximum(second - first**2, 0.0)
+
+    def plugin_error(self, rho, m, q):
+        """Test error of the plug-in predictor z_hat = x_hat . f, with (z, z_hat) Gaussian of covariance
+        [[rho, m], [m, q]]: discrete y, predicting the label most likely at z = z_hat; continuous y,
+        predicting E[y | z = z_hat]."""
+        xi, w = gauss_hermite(64)
+        q = max(float(q), 0.0)
+        z_hat = math.sqrt(q) * xi
+        omega = (m / q) * z_hat if q > 0 else np.zeros_like(xi)
+        V = max(rho - (m * m / q if q > 0 else 0.0), 1e-300)
+        if self.discrete:
+            scores = np.stack([self.log_likelihood(np.full(z_hat.shape, label), z_hat) for label in self.labels])
+            predicted = self.labels[np.argmax(scores, axis=0)]
+            return float(1.0 - w @ np.exp(self.log_partition(predicted, omega, V)))
+        first_hat, _ = self._label_moments(z_hat, 1e-300)  # E[y | z = z_hat]
+        first, second = self._label_moments(omega, V)
+        return float(w @ (second - 2.0 * first * first_hat + first_hat**2))
+
+    def __repr__(self):
+        return f"DerivedScalarChannel({self.plugin!r})"
