@@ -488,12 +488,18 @@ def failure_reason(exc):
     return f"{name}: {exc}"
 
 
+def _notebook(stream):
+    """True for a Jupyter kernel's output stream, which redraws a line ended by "\r" as a terminal does
+    (ipykernel's OutStream is not a tty)."""
+    return "ipykernel" in sys.modules and type(stream).__module__.startswith("ipykernel")
+
+
 class Progress:
     """A one-line counter on a terminal (a line per 10% elsewhere): done, failed, rate, ETA."""
 
     def __init__(self, total, stream, enabled=True):
         self.total, self.stream, self.enabled = total, stream, enabled and total > 0
-        self.tty = hasattr(stream, "isatty") and stream.isatty()
+        self.tty = (hasattr(stream, "isatty") and stream.isatty()) or _notebook(stream)
         self.started = time.perf_counter()
         self.last_decile = -1
 

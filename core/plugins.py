@@ -389,7 +389,7 @@ class DerivedScalarChannel(ScalarChannel):
     kernel_panels, kernel_reach = 2.0, 12.0
     #: largest shared rule (nodes) before the per-sample adaptive rule is cheaper, and the largest ratio
     #: of the cavities' standard deviations one shared rule serves
-    shared_nodes_max, shared_spread = 3_000, 1.5
+    shared_nodes_max, shared_spread = 8_000, 1.5
 
     def label_edges(self, label):
         """Panel edges over [-z_window, z_window] resolving P(label | z) (cached per label)."""
