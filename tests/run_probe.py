@@ -1,6 +1,9 @@
 """Watching a running sweep from outside (the tests of the SLURM backend and of TLS): wait for a condition,
 read the scheduler address the driver recorded, try to connect as another user would."""
 
+import contextlib
+import subprocess
+import sys
 import time
 
 PEM_MARKERS = (b"-----BEGIN", b"PRIVATE KEY")
@@ -45,3 +48,19 @@ def assert_no_pem(folder):
         if path.is_file():
             data = path.read_bytes()
             assert not any(marker in data for marker in PEM_MARKERS), path
+
+
+@contextlib.contextmanager
+def running_seqphase(args, cwd, log, timeout=120):
+    """`python -m seqphase.cli ARGS` in the background (output into the file `log`: a full pipe would block
+    the driver and its scheduler); on leaving, wait for it to end (killed if it is still running)."""
+    with open(log, "w") as handle:
+        proc = subprocess.Popen([sys.executable, "-m", "seqphase.cli", *map(str, args)], cwd=cwd, stdout=handle,
+                                stderr=subprocess.STDOUT)
+    try:
+        yield proc
+        proc.wait(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -5,8 +5,6 @@ output; attaching takes credentials from --tls-dir or Dask's configuration; bad 
 import os
 import socket
 import stat
-import subprocess
-import sys
 import urllib.request
 
 import dask
@@ -17,41 +15,28 @@ from seqphase.cli import main
 from seqphase.cluster.security import Access, check_parent, credentials_from_dir, run_credentials
 from seqphase.core.errors import ClusterError
 from seqphase.results.store import DONE, Store
-from run_probe import assert_no_pem, refused, run_scheduler, wait_until
+from run_probe import assert_no_pem, refused, run_scheduler, running_seqphase, wait_until
 from spec_files import write_spec
 
-def start_run(tmp_path, *options, n=8):
+def toy_run(tmp_path, *options, n=8):
+    """A run of n toy points of 1 s each in the background (run_probe.running_seqphase): (context, store, log)."""
     spec = write_spec(tmp_path, alpha=f"0.5:2:{n}", extra_params="sleep = 1.0")
-    store = tmp_path / "s.zarr"
-    log = open(tmp_path / "driver.log", "w")  # a file, not a pipe: a full pipe would block the driver
-    proc = subprocess.Popen([sys.executable, "-m", "seqphase.cli", "run", str(spec), "--store", str(store),
-                             "--no-progress", *options], cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT)
-    return proc, store, tmp_path / "driver.log"
-
-
-def finish(proc, log):
-    try:
-        proc.wait(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    output = log.read_text()
-    assert proc.returncode == 0, output
-    return output
+    store, log = tmp_path / "s.zarr", tmp_path / "driver.log"
+    return running_seqphase(["run", spec, "--store", store, "--no-progress", *options], tmp_path, log), store, log
 
 
 def test_local_run_listens_on_tls_only_and_refuses_clients_without_its_credentials(tmp_path, marker_dir):
     """The default `seqphase run` (embedded LocalCluster): the ledger records tls://127.0.0.1; a client with
     other credentials (tls://) and a plain client (tcp://, same port) are refused while the sweep runs on."""
-    proc, store, log = start_run(tmp_path, "--workers", "2")
-    try:
+    run, store, log = toy_run(tmp_path, "--workers", "2")
+    with run as proc:
         address = wait_until(lambda: run_scheduler(store), 60, "the run's ledger entry")
         assert address.startswith("tls://127.0.0.1:"), address
         assert refused(address, Security.temporary())  # someone else's certificate: the handshake fails
         assert refused(address.replace("tls://", "tcp://"))  # plain tcp on the same port
         assert refused(address)  # no credentials at all
-    finally:
-        output = finish(proc, log)
+    output = log.read_text()
+    assert proc.returncode == 0, output
     status, _ = Store(store).open_sweep("toy").ledger()
     assert (status == DONE).all() and status.size == 8
     assert "seqphase: warning" not in output and "UserWarning" not in output and "-----BEGIN" not in output
@@ -61,8 +46,8 @@ def test_local_run_listens_on_tls_only_and_refuses_clients_without_its_credentia
 def test_insecure_opt_out_warns_and_dashboard_is_on_loopback_only(tmp_path, marker_dir):
     """`--insecure-no-tls` runs on tcp:// and says what it gives up; `--dashboard` serves it on 127.0.0.1
     only and prints the ssh tunnel command."""
-    proc, store, log = start_run(tmp_path, "--workers", "1", "--insecure-no-tls", "--dashboard", n=4)
-    try:
+    run, store, log = toy_run(tmp_path, "--workers", "1", "--insecure-no-tls", "--dashboard", n=4)
+    with run as proc:
         line = wait_until(lambda: [ln for ln in log.read_text().splitlines() if "seqphase: dashboard" in ln], 60,
                           "the dashboard line")[0]
         port = int(line.split("http://127.0.0.1:")[1].split("/")[0])
@@ -76,8 +61,8 @@ def test_insecure_opt_out_warns_and_dashboard_is_on_loopback_only(tmp_path, mark
                 socket.create_connection((host, port), timeout=5).close()
         address = wait_until(lambda: run_scheduler(store), 60, "the run's ledger entry")
         assert address.startswith("tcp://127.0.0.1:")
-    finally:
-        output = finish(proc, log)
+    output = log.read_text()
+    assert proc.returncode == 0, output
     assert "--insecure-no-tls: the scheduler listens on plain tcp://, without authentication" in output
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from distributed.security import Security
 
-from run_probe import assert_no_pem, refused, run_scheduler, wait_until
+from run_probe import assert_no_pem, refused, run_scheduler, running_seqphase, wait_until
 from spec_files import write_spec
 from seqphase.cluster.security import credentials_from_dir
 from seqphase.results.store import DONE, FAILED, Store
@@ -242,12 +242,9 @@ def test_foreground_driver_with_slurm_workers_over_tls(tmp_path, slurm, slurm_ti
     in the store, the logs or the driver's output."""
     spec = write_spec(tmp_path, alpha="0.5:2:10", extra_params="sleep = 1.0")
     store = tmp_path / "s.zarr"
-    log = tmp_path / "driver.log"  # a file, not a pipe: a full pipe would block the driver
-    with open(log, "w") as handle:
-        proc = subprocess.Popen([sys.executable, "-m", "seqphase.cli", "run", str(spec), "--cluster", "slurm",
-                                 "--profile", str(profile(tmp_path)), "--jobs", "1", "--store", str(store),
-                                 "--no-progress"], cwd=tmp_path, stdout=handle, stderr=subprocess.STDOUT)
-    try:
+    log = tmp_path / "driver.log"
+    with running_seqphase(["run", spec, "--cluster", "slurm", "--profile", profile(tmp_path), "--jobs", "1",
+                           "--store", store, "--no-progress"], tmp_path, log) as proc:
         address = wait_until(lambda: run_scheduler(store), 120, "the run's ledger entry")
         assert address.startswith("tls://127.0.0.1:"), address
         folders = list((tmp_path / "logs").glob("seqphase-tls-*"))
@@ -268,10 +265,6 @@ def test_foreground_driver_with_slurm_workers_over_tls(tmp_path, slurm, slurm_ti
         wait_until(lambda: n_done(store) > 1 and any(int(j) > int(victim) for j in ledger(store)["jobs"].ravel() if j),
                    120, "a point stored by the replacement job")
         slurm_timings["TLS: scancel the only worker -> first point from its replacement"] = time.time() - killed
-        proc.wait(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
     output = log.read_text()
     assert proc.returncode == 0, output
     led = assert_complete_once(store, 10)
@@ -327,12 +320,9 @@ def test_adaptive_jobs_grow_while_tasks_queue_and_shrink_when_idle(tmp_path, slu
     store = tmp_path / "s.zarr"
     prof = profile(tmp_path, jobs="auto", min_jobs=1, max_jobs=3)
     started = time.time()
-    log = tmp_path / "driver.log"  # a file, not a pipe: a full pipe would block the driver (and its scheduler)
-    with open(log, "w") as handle:
-        proc = subprocess.Popen([sys.executable, "-m", "seqphase.cli", "run", str(spec), "--cluster", "slurm",
-                                 "--profile", str(prof), "--store", str(store), "--no-progress"], cwd=tmp_path,
-                                stdout=handle, stderr=subprocess.STDOUT)
-    try:
+    log = tmp_path / "driver.log"
+    with running_seqphase(["run", spec, "--cluster", "slurm", "--profile", prof, "--store", store, "--no-progress"],
+                          tmp_path, log) as proc:
         wait_until(lambda: len(worker_jobs()) >= 3, 90, "the allocation to grow to max_jobs = 3")
         slurm_timings["adaptive: grown to 3 worker jobs after"] = time.time() - started
         history = []
@@ -347,10 +337,6 @@ def test_adaptive_jobs_grow_while_tasks_queue_and_shrink_when_idle(tmp_path, slu
             raise AssertionError(f"{history} {log.read_text()[-3000:]}")
         assert proc.poll() is None, "released while the driver still waits for seed 0"
         slurm_timings["adaptive: back to 1 worker job after"] = time.time() - started
-        proc.wait(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
     output = log.read_text()
     assert proc.returncode == 0, output
     assert "1-3 (adaptive) worker jobs" in output
