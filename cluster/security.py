@@ -278,8 +278,8 @@ class Access:
             return
         from urllib.parse import urlparse
 
-        url = urlparse(link)
-        port, host = url.port, socket.gethostname()
-        print(f"seqphase: dashboard {link} on {host}, bound to {LOCALHOST} (this node only); from your machine: "
-              f"ssh -N -L {port}:{LOCALHOST}:{port} {host} (add -J LOGIN_NODE if {host} is a compute node), then "
-              f"open http://localhost:{port}{url.path or '/'}", file=stream or sys.stderr)
+        url = urlparse(link)  # Dask's link names the scheduler's interface; the server listens on loopback only
+        port, path, host = url.port, url.path or "/", socket.gethostname()
+        print(f"seqphase: dashboard http://{LOCALHOST}:{port}{path} on {host}, bound to {LOCALHOST} (this node only); "
+              f"from your machine: ssh -N -L {port}:{LOCALHOST}:{port} {host} (add -J LOGIN_NODE if {host} is a "
+              f"compute node), then open http://localhost:{port}{path}", file=stream or sys.stderr)

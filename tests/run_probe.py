@@ -64,3 +64,28 @@ def running_seqphase(args, cwd, log, timeout=120):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def dashboard_on_loopback_only(log):
+    """The dashboard port a run printed (`--dashboard`) to `log`, after checking that its HTTP server answers
+    on 127.0.0.1 and that none of the machine's other addresses reaches it."""
+    import socket
+    import urllib.request
+
+    line = wait_until(lambda: [ln for ln in log.read_text().splitlines() if "seqphase: dashboard" in ln], 60,
+                      "the dashboard line")[0]
+    port = int(line.split("http://127.0.0.1:")[1].split("/")[0])
+    assert f"ssh -N -L {port}:127.0.0.1:{port} " in line, line
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=10) as response:
+        assert response.read() == b"ok"
+    import psutil  # a dependency of distributed
+
+    others = {a.address for addrs in psutil.net_if_addrs().values() for a in addrs if a.family == socket.AF_INET}
+    others = {host for host in others if not host.startswith("127.")}
+    for host in others:
+        try:
+            socket.create_connection((host, port), timeout=5).close()
+        except OSError:
+            continue
+        raise AssertionError(f"the dashboard answers on {host}:{port}")
+    return port

@@ -3,9 +3,7 @@ scheduler refuses clients without its credentials, as tls:// and as tcp://; no k
 output; attaching takes credentials from --tls-dir or Dask's configuration; bad credentials are one line."""
 
 import os
-import socket
 import stat
-import urllib.request
 
 import dask
 import pytest
@@ -15,7 +13,7 @@ from seqphase.cli import main
 from seqphase.cluster.security import Access, check_parent, credentials_from_dir, run_credentials
 from seqphase.core.errors import ClusterError
 from seqphase.results.store import DONE, Store
-from run_probe import assert_no_pem, refused, run_scheduler, running_seqphase, wait_until
+from run_probe import assert_no_pem, dashboard_on_loopback_only, refused, run_scheduler, running_seqphase, wait_until
 from spec_files import write_spec
 
 def toy_run(tmp_path, *options, n=8):
@@ -48,17 +46,7 @@ def test_insecure_opt_out_warns_and_dashboard_is_on_loopback_only(tmp_path, mark
     only and prints the ssh tunnel command."""
     run, store, log = toy_run(tmp_path, "--workers", "1", "--insecure-no-tls", "--dashboard", n=4)
     with run as proc:
-        line = wait_until(lambda: [ln for ln in log.read_text().splitlines() if "seqphase: dashboard" in ln], 60,
-                          "the dashboard line")[0]
-        port = int(line.split("http://127.0.0.1:")[1].split("/")[0])
-        assert f"ssh -N -L {port}:127.0.0.1:{port} " in line
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=10) as response:
-            assert response.read() == b"ok"
-        others = {info[4][0] for info in socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET)}
-        others -= {"127.0.0.1", "127.0.1.1"}
-        for host in others:  # the machine's other addresses do not reach it
-            with pytest.raises(OSError):
-                socket.create_connection((host, port), timeout=5).close()
+        dashboard_on_loopback_only(log)
         address = wait_until(lambda: run_scheduler(store), 60, "the run's ledger entry")
         assert address.startswith("tcp://127.0.0.1:")
     output = log.read_text()

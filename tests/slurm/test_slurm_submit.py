@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from distributed.security import Security
 
-from run_probe import assert_no_pem, refused, run_scheduler, running_seqphase, wait_until
+from run_probe import (assert_no_pem, dashboard_on_loopback_only, refused, run_scheduler, running_seqphase,
+                       wait_until)
 from spec_files import write_spec
 from seqphase.cluster.security import credentials_from_dir
 from seqphase.results.store import DONE, FAILED, Store
@@ -237,14 +238,14 @@ def test_foreground_driver_with_slurm_workers_over_tls(tmp_path, slurm, slurm_ti
     """`seqphase run --cluster slurm`: the driver in the foreground, the workers as SLURM jobs, all over TLS with
     per-run credentials. The ledger records tls://; a client with other credentials (tls://) or none (tcp://,
     same port) is refused, one with the run's own (its credentials directory) gets in; the worker job script
-    names the files by path. The only worker job is killed mid-sweep: the sweep can only finish if its
+    names the files by path; the dashboard answers on 127.0.0.1 only. The only worker job is killed mid-sweep: the sweep can only finish if its
     replacement joins with the same credentials. At the end the directory is gone and no certificate or key is
     in the store, the logs or the driver's output."""
     spec = write_spec(tmp_path, alpha="0.5:2:10", extra_params="sleep = 1.0")
     store = tmp_path / "s.zarr"
     log = tmp_path / "driver.log"
     with running_seqphase(["run", spec, "--cluster", "slurm", "--profile", profile(tmp_path), "--jobs", "1",
-                           "--store", store, "--no-progress"], tmp_path, log) as proc:
+                           "--store", store, "--no-progress", "--dashboard"], tmp_path, log) as proc:
         address = wait_until(lambda: run_scheduler(store), 120, "the run's ledger entry")
         assert address.startswith("tls://127.0.0.1:"), address
         folders = list((tmp_path / "logs").glob("seqphase-tls-*"))
@@ -254,6 +255,7 @@ def test_foreground_driver_with_slurm_workers_over_tls(tmp_path, slurm, slurm_ti
         assert refused(address, Security.temporary())
         assert refused(address.replace("tls://", "tcp://"))
         assert not refused(address, credentials_from_dir(folders[0]))  # the run's credentials do get in
+        dashboard_on_loopback_only(log)  # not on every interface
         victim = wait_until(worker_jobs, 60, "the worker job")[0]
         script = subprocess.run(["scontrol", "write", "batch_script", victim, "-"], capture_output=True, text=True,
                                 timeout=30).stdout
