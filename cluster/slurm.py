@@ -423,17 +423,14 @@ def log_directory_of(profile, base=None):
     return _shared_path(profile.log_directory, base)
 
 
-def credentials_parent(profile, base=None, check=True):
+def credentials_parent(profile, base=None):
     """Where a run makes its credentials directory: the profile's `credentials_directory` (checked now:
     it must exist, be writable, not world-writable) or, by default, the log directory (made by the run)."""
     if profile.credentials_directory is None:
         return log_directory_of(profile, base)
-    parent = _shared_path(profile.credentials_directory, base)
-    if check:
-        from seqphase.cluster.security import check_parent
+    from seqphase.cluster.security import check_parent
 
-        check_parent(parent, f"{profile.source}: credentials_directory")
-    return parent
+    return check_parent(_shared_path(profile.credentials_directory, base), f"{profile.source}: credentials_directory")
 
 
 # -- the cluster ----------------------------------------------------------------------------------
