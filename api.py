@@ -68,7 +68,7 @@ def _text(value):
 
 
 def run(sweep, *, set=None, name=None, store=None, client=None, cluster="local", workers=None,  # noqa: A002
-        retries=2, progress=True, slurm_profile=None):
+        retries=2, progress=True, slurm_profile=None, access=None):
     """Run a sweep (resuming: only points not done are computed) and return its results as an
     `xarray.Dataset` (`seqphase.open_results`). Points that failed after `retries` are recorded in the
     store (`seqphase.status(...).failures`) and left NaN; a warning says how many. `progress` shows the
@@ -76,16 +76,17 @@ def run(sweep, *, set=None, name=None, store=None, client=None, cluster="local",
     ended) go to stderr always."""
     swept = load(sweep, set=set, name=name)
     summary, store_path = execute(swept, "resume", store=store, client=client, cluster=cluster, workers=workers,
-                                  retries=retries, progress=progress, slurm_profile=slurm_profile)
+                                  retries=retries, progress=progress, slurm_profile=slurm_profile, access=access)
     return _dataset(swept.name, store_path, summary)
 
 
 def retry_failed(sweep, *, store=None, client=None, cluster="local", workers=None, retries=2, progress=True,
-                 slurm_profile=None):
+                 slurm_profile=None, access=None):
     """Rerun only the points of a stored sweep that are recorded as failed; returns the Dataset."""
     swept = stored_sweep(sweep, store)
     summary, store_path = execute(swept, "retry-failed", store=store, client=client, cluster=cluster,
-                                  workers=workers, retries=retries, progress=progress, slurm_profile=slurm_profile)
+                                  workers=workers, retries=retries, progress=progress, slurm_profile=slurm_profile,
+                                  access=access)
     return _dataset(swept.name, store_path, summary)
 
 
@@ -118,22 +119,23 @@ def _check_run_options(workers, retries):
 
 
 @contextlib.contextmanager
-def _client(client, cluster, workers, slurm_profile):
-    """The caller's Client as it is (never closed here), or a cluster of our own for the duration."""
+def _client(client, cluster, workers, slurm_profile, access):
+    """The caller's Client as it is (never closed here), or a cluster of our own for the duration (TLS
+    with per-run credentials unless `access.insecure`: seqphase.cluster.security)."""
     if client is not None:
-        if cluster != "local" or workers is not None or slurm_profile is not None:
+        if cluster != "local" or workers is not None or slurm_profile is not None or access is not None:
             raise SeqphaseError("client", "a client was given together with cluster options",
                                 "give either client= or cluster=/workers=, not both")
         yield client
         return
     from seqphase.cluster import connect
 
-    with connect(cluster, workers, slurm_profile=slurm_profile) as own:
+    with connect(cluster, workers, slurm_profile=slurm_profile, access=access) as own:
         yield own
 
 
 def execute(sweep, mode, *, store=None, client=None, cluster="local", workers=None, retries=2, progress=True,
-            slurm_profile=None, stream=None):
+            slurm_profile=None, access=None, stream=None):
     """Plan `sweep`, check the store (foreign, corrupted or locked: refused before anything starts), then
     run the points not done on the client and store them. Returns (RunSummary, store path)."""
     from seqphase.cluster import run_sweep
@@ -151,7 +153,7 @@ def execute(sweep, mode, *, store=None, client=None, cluster="local", workers=No
     started = False
     try:
         # Connect before touching the store: an unreachable cluster must leave it as it was.
-        with _client(client, cluster, workers, slurm_profile) as active:
+        with _client(client, cluster, workers, slurm_profile, access) as active:
             store.check(create=True)
             with store.lock():
                 group = store.prepare(plan)
@@ -278,7 +280,7 @@ def list_sweeps():
 
 
 def reproduce(paper, *, quick=False, store=None, output=None, client=None, cluster="local", workers=None,
-              retries=2, progress=True, slurm_profile=None, stream=None):
+              retries=2, progress=True, slurm_profile=None, access=None, stream=None):
     """Run every sweep of a paper (resuming what is stored) on one cluster and write the report folder
     (index.html, agreement.csv, figures). Returns (path of index.html, agreement rows, failed points)."""
     from seqphase.cluster import run_sweep
@@ -304,7 +306,7 @@ def reproduce(paper, *, quick=False, store=None, output=None, client=None, clust
         store.preflight(plan)  # a foreign, corrupted or locked store, other settings: refused before anything
         require_current_names(store, plan.sweep.name)
     timings, failed = {}, 0
-    with _client(client, cluster, workers, slurm_profile) as active:
+    with _client(client, cluster, workers, slurm_profile, access) as active:
         store.check(create=True)
         with store.lock():
             for _, plan in plans:

@@ -49,9 +49,21 @@ def build_parser():
         p.add_argument("--partition", default=None, help="SLURM partition (overrides the profile)")
         p.add_argument("--walltime", default=None, help="worker jobs' SLURM time limit (overrides the profile)")
 
+    def add_access(p, attach=True):
+        p.add_argument("--insecure-no-tls", action="store_true",
+                       help="start the scheduler on plain tcp://, without TLS: no authentication, no encryption; "
+                       "anyone who can reach its port (on a shared node, every local user) can run code as you")
+        p.add_argument("--dashboard", action="store_true", help="serve Dask's dashboard on the driver's node, bound "
+                       "to 127.0.0.1, and print the ssh tunnel command that reaches it")
+        if attach:
+            p.add_argument("--tls-dir", default=None, metavar="DIR", help="with --cluster tls://HOST:PORT: the "
+                           "client's credentials ca.pem, cert.pem, key.pem (default: Dask's distributed.comm.tls config)")
+
     def add_cluster(p):
         p.add_argument("--cluster", default="local",
-                       help="`local` (embedded Dask cluster), `slurm` (worker jobs) or a scheduler address")
+                       help="`local` (embedded Dask cluster), `slurm` (worker jobs) or a scheduler address "
+                       "(tcp:// or tls://)")
+        add_access(p)
         p.add_argument("--workers", type=int, default=None, help="local workers (default: one per core)")
         p.add_argument("--retries", type=int, default=2, help="retries of a point that raises (default 2)")
         p.add_argument("--no-progress", action="store_true", help="no progress line")
@@ -75,6 +87,7 @@ def build_parser():
                         help="rerun only the points recorded as failed (like `seqphase retry-failed`)")
     add_store(submit)
     add_slurm(submit)
+    add_access(submit, attach=False)
 
     sub.add_parser("list", help="list the shipped sweeps")
 
@@ -198,7 +211,8 @@ def _execute(sweep, args, mode):
 
     api._check_run_options(args.workers, args.retries)
     summary, _ = api.execute(sweep, mode, store=args.store, cluster=args.cluster, workers=args.workers,
-                             retries=args.retries, progress=not args.no_progress, slurm_profile=_slurm_profile(args))
+                             retries=args.retries, progress=not args.no_progress, slurm_profile=_slurm_profile(args),
+                             access=_access(args))
     return EXIT_FAILED_POINTS if summary.failed else 0
 
 
@@ -217,6 +231,13 @@ def _slurm_profile(args):
     from seqphase.cluster.slurm import load_profile
 
     return load_profile(args.profile, jobs=args.jobs, partition=args.partition, walltime=args.walltime)
+
+
+def _access(args):
+    """TLS and dashboard options (cluster/security.py)."""
+    from seqphase.cluster.security import Access
+
+    return Access(insecure=args.insecure_no_tls, tls_dir=getattr(args, "tls_dir", None), dashboard=args.dashboard)
 
 
 def cmd_submit(args):
@@ -257,6 +278,7 @@ def cmd_submit(args):
     profile = slurm.load_profile(args.profile, jobs=args.jobs, partition=args.partition, walltime=args.walltime)
     cwd = Path.cwd()
     log_directory = slurm.log_directory_of(profile, cwd)
+    slurm.credentials_parent(profile, cwd)  # the driver makes the run's TLS credentials there: checked now
     command = [sys.executable, "-m", "seqphase.cli"] + command + [
         "--store", str(store.path), "--cluster", "slurm", "--jobs", str(profile.jobs),
         "--retries", str(args.retries)]
@@ -265,6 +287,7 @@ def cmd_submit(args):
     for option, value in (("--partition", args.partition), ("--walltime", args.walltime)):
         if value is not None:
             command += [option, value]
+    command += [flag for flag, on in (("--insecure-no-tls", args.insecure_no_tls), ("--dashboard", args.dashboard)) if on]
     script = slurm.driver_job_script(profile, command, f"{slurm.DRIVER_JOB_PREFIX}-{name}", log_directory, cwd)
     slurm.check_profile(profile, log_directory, driver_script=script)
     log_directory.mkdir(parents=True, exist_ok=True)
@@ -441,7 +464,8 @@ def cmd_reproduce(args):
     api._check_run_options(args.workers, args.retries)
     index, rows, failed = api.reproduce(args.paper, quick=args.quick, store=args.store, output=args.output,
                                         cluster=args.cluster, workers=args.workers, retries=args.retries,
-                                        progress=not args.no_progress, slurm_profile=_slurm_profile(args))
+                                        progress=not args.no_progress, slurm_profile=_slurm_profile(args),
+                                        access=_access(args))
     print(f"seqphase: wrote {index} ({agreement_summary(rows)})", file=sys.stderr)
     return EXIT_FAILED_POINTS if failed else 0
 

@@ -1,13 +1,15 @@
 """Driver throughput and store scaling (issue 18), printed as the tables of docs/benchmarks.md.
 
     python benchmarks/store_scaling.py [--points 4000] [--big 100000] [--workers 1,2] [--skip-big] [--no-fsync]
+                                       [--insecure-no-tls]
 
 1. `glm-perceptron-se --set alpha=0.1:5:POINTS` from scratch on 1 and 2 local workers: sweep wall time
    (first submission to last point stored, consolidation included), summed point runtime (the ledger's
    runtime_s), parallel efficiency = summed runtime / (wall x workers), the driver's peak RSS; then the
    store's files and bytes, and `seqphase query` (a subprocess: wall time and peak RSS). The driver's
    flushes are timed (count, total seconds); `--no-fsync` runs the same code with the fsyncs of
-   results/durable.py skipped, which is what durable "done" costs.
+   results/durable.py skipped, which is what durable "done" costs. The local cluster speaks TLS, as every
+   run's does; `--insecure-no-tls` runs it on plain tcp://, which is what TLS costs.
 2. The same sweep's store at BIG points: the 4,000 computed points' values written again and again
    (point i gets point i mod 4000's arrays) through the driver's batched writer, so the store holds
    real per-point bytes; files, bytes, writer time per point, and `seqphase query` time and peak RSS.
@@ -69,8 +71,9 @@ def query(store, sweep):
 
 
 # -- children -------------------------------------------------------------------------------------------
-def run_sweep_child(spec, overrides, workers, store, fsync=True):
+def run_sweep_child(spec, overrides, workers, store, fsync=True, tls=True):
     from seqphase.cluster import connect, run_sweep
+    from seqphase.cluster.security import Access
     from seqphase.results import durable
     from seqphase.results.store import DONE, Store
     from seqphase.results.writer import BatchWriter
@@ -91,7 +94,7 @@ def run_sweep_child(spec, overrides, workers, store, fsync=True):
     from seqphase.sweeps.spec import load_sweep
 
     plan = plan_sweep(load_sweep(spec, overrides=overrides))
-    with connect("local", workers=workers) as client:
+    with connect("local", workers=workers, access=Access(insecure=not tls)) as client:
         group = Store(store).prepare(plan)
         summary = run_sweep(plan, group, client, progress=False)
     status = group.read("status")
@@ -145,10 +148,12 @@ def main():
     parser.add_argument("--skip-big", action="store_true")
     parser.add_argument("--keep", default=None, help="keep the stores in this folder")
     parser.add_argument("--no-fsync", action="store_true", help="skip the fsyncs (to measure their cost)")
+    parser.add_argument("--insecure-no-tls", action="store_true", help="plain tcp:// instead of TLS (to measure its cost)")
     args = parser.parse_args()
     folder = Path(args.keep or tempfile.mkdtemp(prefix="seqphase-bench-"))
     folder.mkdir(parents=True, exist_ok=True)
-    print(f"# glm-perceptron-se --set alpha=0.1:5:{args.points}" + (" (fsync skipped)" if args.no_fsync else ""))
+    print(f"# glm-perceptron-se --set alpha=0.1:5:{args.points}" + (" (fsync skipped)" if args.no_fsync else "")
+          + (" (plain tcp://, no TLS)" if args.insecure_no_tls else " (TLS)"))
     print("| workers | points | wall s | summed runtime s | efficiency | flushes (s) | driver peak MB | load (1, 5, 15 min) |")
     print("|---|---|---|---|---|---|---|---|")
     stores = {}
@@ -156,7 +161,7 @@ def main():
         store = folder / f"se-{args.points}-w{workers}.zarr"
         before = load()
         r = child("sweep", spec="glm-perceptron-se", overrides=[f"alpha=0.1:5:{args.points}"], workers=workers,
-                  store=str(store), fsync=not args.no_fsync)
+                  store=str(store), fsync=not args.no_fsync, tls=not args.insecure_no_tls)
         assert r["done"] == args.points and r["failed"] == 0, r
         stores[workers] = store
         print(f"| {workers} | {r['points']} | {r['wall']:.1f} | {r['runtime']:.1f} | {r['efficiency']:.2f} | "

@@ -1,4 +1,5 @@
-"""The backend of an existing Dask scheduler, given by its address (`--cluster tcp://host:8786`)."""
+"""The backend of an existing Dask scheduler, given by its address (`--cluster tcp://host:8786`, or
+`tls://host:8786` with credentials: security.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ class AddressBackend(Backend):
     """`--cluster tcp://host:port` (or host:port): attach to a running scheduler; its workers are its own."""
 
     name = "address"
+    starts_scheduler = False
     usage = "the address of a running scheduler, e.g. tcp://127.0.0.1:8786"
 
     @classmethod
@@ -24,7 +26,7 @@ class AddressBackend(Backend):
 
         with worker_config():
             try:
-                client = Client(self.cluster, timeout="20s")
+                client = Client(self.cluster, timeout="20s", security=self.security)
             except (OSError, TimeoutError) as exc:
                 raise ClusterError("--cluster", f"cannot reach the scheduler at {self.cluster} ({exc})",
                                    "start it (dask scheduler) or check the address")

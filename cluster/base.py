@@ -39,11 +39,16 @@ class Backend:
 
     name = ""
     usage = ""
+    starts_scheduler = True  # False: attaches to a running one (its security is the user's)
 
-    def __init__(self, cluster, workers=None, slurm_profile=None):
+    def __init__(self, cluster, workers=None, slurm_profile=None, access=None, security=None):
+        from seqphase.cluster.security import Access
+
         self.cluster = cluster
         self.workers = workers
         self.slurm_profile = slurm_profile
+        self.access = access or Access()
+        self.security = security  # the client's credentials for an address (Access.check)
 
     @classmethod
     def recognises(cls, cluster):
@@ -81,9 +86,17 @@ def backend_for(cluster):
 
 
 @contextlib.contextmanager
-def connect(cluster="local", workers=None, slurm_profile=None):
-    """Yield a Client: `cluster` is "local" (workers = processes, 1 thread each), "tcp://host:port", or
-    "slurm" (worker jobs described by `slurm_profile`, a `seqphase.cluster.slurm.Profile`)."""
-    backend = backend_for(cluster)(cluster, workers=workers, slurm_profile=slurm_profile)
+def connect(cluster="local", workers=None, slurm_profile=None, access=None):
+    """Yield a Client: `cluster` is "local" (workers = processes, 1 thread each), "tcp://host:port" or
+    "tls://host:port", or "slurm" (worker jobs described by `slurm_profile`, a
+    `seqphase.cluster.slurm.Profile`). `access` (a `seqphase.cluster.security.Access`): TLS is on for
+    every scheduler started here unless `access.insecure`; credentials for a tls:// address; dashboard.
+    Options that do not apply, or bad credentials, are refused before anything starts."""
+    from seqphase.cluster.security import Access
+
+    cls = backend_for(cluster)
+    access = access or Access()
+    security = access.check(cluster, cls.starts_scheduler)
+    backend = cls(cluster, workers=workers, slurm_profile=slurm_profile, access=access, security=security)
     with backend.client() as client:
         yield client

@@ -7,6 +7,7 @@ import logging
 import os
 
 from seqphase.cluster.base import Backend, worker_config
+from seqphase.cluster.security import LOCALHOST
 from seqphase.core.errors import ClusterError
 
 
@@ -26,9 +27,11 @@ class LocalBackend(Backend):
                 raise ClusterError("--workers", f"{self.workers} is not a positive number of workers",
                                    "use --workers 2")
             # One thread per process: SE and GAMP are numpy code that holds the GIL between BLAS calls.
-            local = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
-                                 dashboard_address=None, silence_logs=logging.ERROR)
+            # TLS with in-memory credentials unless --insecure-no-tls (security.py); dashboard only on request.
+            local = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, host=LOCALHOST,
+                                 silence_logs=logging.ERROR, **self.access.local_kwargs())
             try:
+                self.access.announce_dashboard(local.dashboard_link if self.access.dashboard else None)
                 with Client(local) as client:
                     yield client
             finally:

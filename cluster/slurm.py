@@ -19,6 +19,8 @@ A small TOML profile describes the worker jobs (every key optional):
     interface = "ib0"                  # network interface of scheduler and workers
     local_directory = "$TMPDIR"        # worker scratch
     log_directory = "slurm-logs"       # job logs (relative to where you submit)
+    credentials_directory = "~/.seqphase"  # where each run's TLS credentials directory is made
+                                       # (default: log_directory; must be shared with the worker nodes)
     death_timeout = 60                 # a worker without scheduler exits after this many seconds
     allowed_failures = 5               # worker deaths a point may cause before it is `failed: killed`
     [driver]                           # the job `seqphase submit` creates for the driver
@@ -37,6 +39,9 @@ ADAPT_WAIT_COUNT intervals), and the driver submits enough tasks ahead (`submit_
 to see the queue. Workers retire themselves at
 `lifetime` (staggered, below the walltime), so their tasks move elsewhere before SLURM kills them, and
 adapt submits a fresh job in their place.
+
+The scheduler listens on tls:// only, with per-run credentials that the worker jobs name by path
+(security.py); `--insecure-no-tls` turns that off. Its HTTP server (dashboard) is bound to 127.0.0.1.
 
 Everything is checked before any job is submitted: the profile's keys and types, then both job scripts
 with `sbatch --test-only` (an unknown partition, an unparsable walltime or a directive the site refuses
@@ -108,6 +113,7 @@ class Profile:
     interface: str | None = None
     local_directory: str | None = None
     log_directory: str = "slurm-logs"
+    credentials_directory: str | None = None
     death_timeout: int = 60
     allowed_failures: int = 5
     python: str | None = None
@@ -199,7 +205,8 @@ _TYPES = {
     "walltime": (str, int), "lifetime": (str, int), "lifetime_stagger": (str, int), "jobs": (int, str),
     "min_jobs": (int,), "max_jobs": (int,),
     "job_extra_directives": (list,), "job_directives_skip": (list,), "job_script_prologue": (list,),
-    "interface": (str,), "local_directory": (str,), "log_directory": (str,), "death_timeout": (int,),
+    "interface": (str,), "local_directory": (str,), "log_directory": (str,), "credentials_directory": (str,),
+    "death_timeout": (int,),
     "allowed_failures": (int,), "python": (str,),
 }
 _DRIVER_TYPES = {"partition": (str,), "account": (str,), "walltime": (str, int), "cpus": (int,),
@@ -407,9 +414,23 @@ def submit_driver(script):
     return out.stdout.strip().split(";")[0]
 
 
-def log_directory_of(profile, base=None):
-    path = Path(os.path.expandvars(profile.log_directory))
+def _shared_path(text, base=None):
+    path = Path(os.path.expanduser(os.path.expandvars(text)))
     return (Path(base or os.getcwd()) / path).resolve() if not path.is_absolute() else path
+
+
+def log_directory_of(profile, base=None):
+    return _shared_path(profile.log_directory, base)
+
+
+def credentials_parent(profile, base=None):
+    """Where a run makes its credentials directory: the profile's `credentials_directory` (checked now:
+    it must exist, be writable, not world-writable) or, by default, the log directory (made by the run)."""
+    if profile.credentials_directory is None:
+        return log_directory_of(profile, base)
+    from seqphase.cluster.security import check_parent
+
+    return check_parent(_shared_path(profile.credentials_directory, base), f"{profile.source}: credentials_directory")
 
 
 # -- the cluster ----------------------------------------------------------------------------------
@@ -453,28 +474,37 @@ def _sigterm_unwinds():
 
 
 @contextlib.contextmanager
-def connect_slurm(profile, stream=None):
-    """Yield a Client of a SLURMCluster kept at `profile.jobs` worker jobs; cancel them on exit."""
+def connect_slurm(profile, stream=None, access=None):
+    """Yield a Client of a SLURMCluster kept at `profile.jobs` worker jobs; cancel them on exit. The
+    scheduler and workers use TLS with per-run credentials (security.py) unless `access.insecure`."""
     import dask
     from distributed import Client
 
+    from seqphase.cluster.security import DASHBOARD_ADDRESS, Access
+
+    access = access or Access()
     stream = stream or sys.stderr
     log_directory = log_directory_of(profile)
+    credentials = credentials_parent(profile)
     check_profile(profile, log_directory)
     from dask_jobqueue import SLURMCluster
 
     log_directory.mkdir(parents=True, exist_ok=True)
     config = {"distributed.scheduler.allowed-failures": profile.allowed_failures,
               "distributed.deploy.lost-worker-timeout": LOST_WORKER_TIMEOUT}
-    with dask.config.set(config), _sigterm_unwinds():
-        cluster = SLURMCluster(scheduler_options={"dashboard_address": ":0"}, silence_logs=logging.ERROR,
-                               **profile.job_kwargs(log_directory))
+    with dask.config.set(config), _sigterm_unwinds(), \
+            access.run_security(credentials, f"{profile.source}: credentials_directory") as (folder, security):
+        tls = {"security": security, "protocol": "tls://"} if security is not None else {}
+        cluster = SLURMCluster(scheduler_options={"dashboard_address": DASHBOARD_ADDRESS}, silence_logs=logging.ERROR,
+                               **tls, **profile.job_kwargs(log_directory))
         try:
             minimum, maximum = profile.job_range()
             cluster.adapt(minimum_jobs=minimum, maximum_jobs=maximum, interval=ADAPT_INTERVAL,
                           wait_count=ADAPT_WAIT_COUNT)
+            where = f"; TLS credentials in {folder} (yours only, removed at the end)" if folder else ""
             print(f"seqphase: slurm: {profile.summary()}; scheduler {cluster.scheduler_address}; "
-                  f"job logs in {log_directory}", file=stream)
+                  f"job logs in {log_directory}{where}", file=stream)
+            access.announce_dashboard(cluster.dashboard_link, stream)
             with Client(cluster) as client:
                 yield client
         finally:
@@ -489,5 +519,5 @@ class SlurmBackend(Backend):
 
     @contextlib.contextmanager
     def client(self):
-        with connect_slurm(self.slurm_profile or load_profile()) as client:
+        with connect_slurm(self.slurm_profile or load_profile(), access=self.access) as client:
             yield client

@@ -21,9 +21,18 @@ def marker_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def client(marker_dir):
-    """A real distributed LocalCluster with 2 worker processes, shared by the integration tests."""
+def client(marker_dir, tmp_path_factory):
+    """A real distributed LocalCluster with 2 worker processes, shared by the integration tests. Like every
+    cluster seqphase starts it speaks TLS only; its credentials are written to a 0700 folder named in Dask's
+    configuration, so tests attach to it by address (`--cluster tls://...`) as a user with them would."""
+    import dask
+
     from seqphase.cluster import connect
+    from seqphase.cluster.security import credentials_config, write_credentials
 
     with connect("local", workers=2) as client:
-        yield client
+        folder = tmp_path_factory.mktemp("tls")
+        os.chmod(folder, 0o700)
+        write_credentials(client.security, folder)
+        with dask.config.set(credentials_config(folder)):
+            yield client

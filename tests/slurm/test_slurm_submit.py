@@ -2,15 +2,19 @@
 the driver is a SLURM job, the Dask workers are SLURM jobs, and both are killed mid-sweep."""
 
 import json
+import stat
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
+from distributed.security import Security
 
+from run_probe import (assert_no_pem, dashboard_on_loopback_only, refused, run_scheduler, running_seqphase,
+                       wait_until)
 from spec_files import write_spec
+from seqphase.cluster.security import credentials_from_dir
 from seqphase.results.store import DONE, FAILED, Store
 
 WORKER = "seqphase-worker"
@@ -78,16 +82,6 @@ def n_done(store):
     return 0 if led is None else int((led["status"] == DONE).sum())
 
 
-def wait_until(predicate, timeout, what, poll=0.25):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(poll)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-
-
 def wait_job_finished(job, timeout=240):
     return wait_until(lambda: (s := job_state(job)) not in ("PENDING", "RUNNING", "COMPLETING", "CONFIGURING") and s,
                       timeout, f"job {job} to end")
@@ -142,6 +136,10 @@ def test_submit_runs_the_sweep_and_survives_a_cancelled_worker(tmp_path, slurm, 
     assert driver not in jobs  # points ran on worker jobs, not in the driver job
     runs = led["runs"]
     assert len(runs) == 1 and runs[0]["slurm_job_id"] == driver and runs[0]["outcome"] == "finished"
+    assert runs[0]["scheduler"].startswith("tls://")  # the driver job's scheduler speaks TLS only
+    assert not list((tmp_path / "logs").glob("seqphase-tls-*"))  # its credentials went with it
+    assert_no_pem(tmp_path / "logs")
+    assert_no_pem(store)
     wait_until(no_workers_left, 60, "the worker jobs to be cancelled")
 
     status = seqphase("status", "toy", "--store", store, cwd=tmp_path)
@@ -201,6 +199,7 @@ def test_workers_retire_before_walltime_and_are_replaced(tmp_path, slurm, slurm_
     ({"walltime": "banana"}, "Invalid --time specification"),
     ({"job_extra_directives": ["--frobnicate=1"]}, "unrecognized option '--frobnicate=1'"),
     ({"driver": {"partition": "nosuch"}}, "SLURM refuses the driver job"),
+    ({"credentials_directory": "/nonexistent/seqphase"}, "credentials_directory: /nonexistent/seqphase does not exist"),
 ])
 def test_bad_profile_submits_nothing(tmp_path, slurm, overrides, slurm_says):
     spec = write_spec(tmp_path)
@@ -235,17 +234,48 @@ def test_submit_refuses_a_store_that_holds_other_settings(tmp_path, slurm):
     assert sorted((p.relative_to(store), p.stat().st_mtime_ns) for p in store.rglob("*")) == before
 
 
-def test_foreground_driver_with_slurm_workers(tmp_path, slurm):
-    """`seqphase run --cluster slurm`: the driver in the foreground, the workers as SLURM jobs."""
-    spec = write_spec(tmp_path, alpha=[0.5, 1.0, 2.0])
+def test_foreground_driver_with_slurm_workers_over_tls(tmp_path, slurm, slurm_timings):
+    """`seqphase run --cluster slurm`: the driver in the foreground, the workers as SLURM jobs, all over TLS with
+    per-run credentials. The ledger records tls://; a client with other credentials (tls://) or none (tcp://,
+    same port) is refused, one with the run's own (its credentials directory) gets in; the worker job script
+    names the files by path; the dashboard answers on 127.0.0.1 only. The only worker job is killed mid-sweep: the sweep can only finish if its
+    replacement joins with the same credentials. At the end the directory is gone and no certificate or key is
+    in the store, the logs or the driver's output."""
+    spec = write_spec(tmp_path, alpha="0.5:2:10", extra_params="sleep = 1.0")
     store = tmp_path / "s.zarr"
-    out = seqphase("run", spec, "--cluster", "slurm", "--profile", profile(tmp_path), "--jobs", "1",
-                   "--store", store, "--no-progress", cwd=tmp_path)
-    assert out.returncode == 0, out.stderr
-    led = assert_complete_once(store, 3)
-    assert len(set(led["jobs"].ravel())) == 1
-    assert np.all(led["status"] == DONE)
-    wait_until(no_workers_left, 30, "the worker job to be cancelled")
+    log = tmp_path / "driver.log"
+    with running_seqphase(["run", spec, "--cluster", "slurm", "--profile", profile(tmp_path), "--jobs", "1",
+                           "--store", store, "--no-progress", "--dashboard"], tmp_path, log) as proc:
+        address = wait_until(lambda: run_scheduler(store), 120, "the run's ledger entry")
+        assert address.startswith("tls://127.0.0.1:"), address
+        folders = list((tmp_path / "logs").glob("seqphase-tls-*"))
+        assert len(folders) == 1 and stat.S_IMODE(folders[0].stat().st_mode) == 0o700
+        assert all(stat.S_IMODE(f.stat().st_mode) == 0o600 for f in folders[0].iterdir())
+        assert str(folders[0]) in log.read_text()  # the driver says where they are (a path, nothing else)
+        assert refused(address, Security.temporary())
+        assert refused(address.replace("tls://", "tcp://"))
+        assert not refused(address, credentials_from_dir(folders[0]))  # the run's credentials do get in
+        dashboard_on_loopback_only(log)  # not on every interface
+        victim = wait_until(worker_jobs, 60, "the worker job")[0]
+        script = subprocess.run(["scontrol", "write", "batch_script", victim, "-"], capture_output=True, text=True,
+                                timeout=30).stdout
+        assert f"--tls-key {folders[0]}/key.pem" in script and "--protocol tls://" in script, script
+        assert "-----BEGIN" not in script
+        wait_until(lambda: n_done(store) >= 1 and running_workers(), 120, "a first point and a running worker")
+        subprocess.run(["scancel", victim], check=True, timeout=30)
+        killed = time.time()
+        wait_until(lambda: n_done(store) > 1 and any(int(j) > int(victim) for j in ledger(store)["jobs"].ravel() if j),
+                   120, "a point stored by the replacement job")
+        slurm_timings["TLS: scancel the only worker -> first point from its replacement"] = time.time() - killed
+    output = log.read_text()
+    assert proc.returncode == 0, output
+    led = assert_complete_once(store, 10)
+    assert victim in set(led["jobs"].ravel()) or n_done(store) == 10
+    assert not folders[0].exists()  # removed when the run ended
+    assert_no_pem(store)
+    assert_no_pem(tmp_path / "logs")
+    assert "-----BEGIN" not in output
+    wait_until(no_workers_left, 30, "the worker jobs to be cancelled")
 
 
 def test_stop_script_stops_only_its_own_daemons(slurm):
@@ -292,12 +322,9 @@ def test_adaptive_jobs_grow_while_tasks_queue_and_shrink_when_idle(tmp_path, slu
     store = tmp_path / "s.zarr"
     prof = profile(tmp_path, jobs="auto", min_jobs=1, max_jobs=3)
     started = time.time()
-    log = tmp_path / "driver.log"  # a file, not a pipe: a full pipe would block the driver (and its scheduler)
-    with open(log, "w") as handle:
-        proc = subprocess.Popen([sys.executable, "-m", "seqphase.cli", "run", str(spec), "--cluster", "slurm",
-                                 "--profile", str(prof), "--store", str(store), "--no-progress"], cwd=tmp_path,
-                                stdout=handle, stderr=subprocess.STDOUT)
-    try:
+    log = tmp_path / "driver.log"
+    with running_seqphase(["run", spec, "--cluster", "slurm", "--profile", prof, "--store", store, "--no-progress"],
+                          tmp_path, log) as proc:
         wait_until(lambda: len(worker_jobs()) >= 3, 90, "the allocation to grow to max_jobs = 3")
         slurm_timings["adaptive: grown to 3 worker jobs after"] = time.time() - started
         history = []
@@ -312,10 +339,6 @@ def test_adaptive_jobs_grow_while_tasks_queue_and_shrink_when_idle(tmp_path, slu
             raise AssertionError(f"{history} {log.read_text()[-3000:]}")
         assert proc.poll() is None, "released while the driver still waits for seed 0"
         slurm_timings["adaptive: back to 1 worker job after"] = time.time() - started
-        proc.wait(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
     output = log.read_text()
     assert proc.returncode == 0, output
     assert "1-3 (adaptive) worker jobs" in output
