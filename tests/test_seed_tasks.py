@@ -83,26 +83,38 @@ def test_failing_seed_fails_its_point_keeps_the_other_seeds_and_retry_computes_i
     out = capsys.readouterr().out
     assert "works kept of points not stored yet: 8 in 2 points (" in out
     assert all(f"{point.hash[:12]}: 4" in out for point in plan.points)
-    # each kept work carries its time; the second point's seed 0 is rewritten as a file of the earlier layout
-    # (the bare result, no time): its point's total time is then unknown
+    # each kept work carries its time; the second point's seed 0 is replaced by a file of the earlier pickle
+    # layout, one that would run code if unpickled: it is never opened, and its work is recomputed
     kept_s = [sum(k.meta["runtime_s"] for k in Parts(group.store.path, "toy").load_kept(p.hash).values())
               for p in plan.points]
     assert all(s > 0 for s in kept_s)
-    old_layout = tmp_path / "s.zarr" / FOLDER / "toy" / plan.points[1].hash / "seed-0.pkl"
-    bare = Parts(group.store.path, "toy").load(plan.points[1].hash)["seed-0"]
-    old_layout.write_bytes(pickle.dumps(bare))
-    assert Parts(group.store.path, "toy").load_kept(plan.points[1].hash)["seed-0"].meta is None
+    folder = tmp_path / "s.zarr" / FOLDER / "toy" / plan.points[1].hash
+    (folder / "seed-0.npz").unlink()
+    ran = tmp_path / "unpickled"
+    (folder / "seed-0.pkl").write_bytes(pickle.dumps(_Marker(str(ran))))
+    assert "seed-0" not in Parts(group.store.path, "toy").load_kept(plan.points[1].hash)
     retried, group, plan = run(tmp_path, client, mode="retry-failed", retries=0, alpha=[0.31, 0.32],
                                extra_params='fail = "once"')
     assert (retried.done, retried.failed) == (2, 0)
-    assert last_run(group)["works"] == 2  # seed 1 of each point, nothing else recomputed
+    assert last_run(group)["works"] == 3  # seed 1 of each point and the second point's seed 0, nothing else
+    assert not ran.exists()
     assert (group.ledger()[0] == DONE).all()
     for point in plan.points:
         assert_same_as_serial(plan, group, point)
-    # runtime_s: the kept works' time plus this run's work on the point (until this layout: this run's alone)
+    # runtime_s: the kept works' time plus this run's work on the point
     first, second = (float(stored(group, p, "runtime_s")) for p in plan.points)
     assert first > kept_s[0] and first - kept_s[0] <= last_run(group)["work_s"] + 1e-3  # the record rounds to ms
-    assert np.isnan(second)
+    assert second > 0
+
+
+class _Marker:
+    """Unpickling it creates a file: a kept-work file that runs code if anything unpickles it."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
 
 
 def test_seed_that_always_fails_is_recorded_and_other_points_are_stored(tmp_path, client):
@@ -144,10 +156,10 @@ def test_killed_driver_resumes_only_the_missing_seeds(tmp_path):
     deadline, kept = time.time() + 120, 0
     while time.time() < deadline and kept < 4:
         time.sleep(0.2)
-        kept = sum(1 for _ in kept_dir.glob("*/*.pkl"))
+        kept = sum(1 for _ in kept_dir.glob("*/*.npz"))
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    kept = sum(1 for _ in kept_dir.glob("*/*.pkl"))
+    kept = sum(1 for _ in kept_dir.glob("*/*.npz"))
     assert 4 <= kept < 11
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
