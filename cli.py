@@ -183,6 +183,7 @@ def _execute(sweep, args, mode):
     from seqphase.cluster import connect, run_sweep
     from seqphase.results.migrate import require_current_names
     from seqphase.results.store import Store
+    from seqphase.sweeps.limits import check_plan_memory
     from seqphase.sweeps.planner import plan_sweep
 
     if args.workers is not None and args.workers < 1:
@@ -191,6 +192,7 @@ def _execute(sweep, args, mode):
         raise SeqphaseError("--retries", "must be >= 0")
     slurm_profile = _slurm_profile(args)
     plan = plan_sweep(sweep)
+    check_plan_memory(plan, args.cluster, args.workers, slurm_profile)  # one instance must fit in a worker
     store = Store(args.store)
     store.preflight(plan)  # refuse a foreign, corrupted or locked store before starting anything
     require_current_names(store, sweep.name)  # an old group (e.g. BSR `mmse`): migrate first
@@ -265,7 +267,7 @@ def cmd_submit(args):
         name = sweep.name
         what = f"{len(plan.points)} points"
         if (store.path / name / "zarr.json").is_file():
-            SweepGroup(store, name).check_identity(plan)  # refuse now what the driver would refuse later
+            SweepGroup(store, name, repair=False).check_identity(plan)  # refuse now what the driver would refuse later
         spec = args.sweep if args.sweep in shipped_specs() else str(Path(args.sweep).resolve())
         command = ["run", spec] + [x for s in args.set for x in ("--set", s)] + \
                   (["--name", args.name] if args.name else [])
@@ -384,6 +386,7 @@ def cmd_query(args):
     if not args.output:
         write_table(args.sweep, args.store, sys.stdout, fmt=args.format, include_all=args.all)
         return 0
+    _check_output_file(args.output)
     tmp = f"{args.output}.{os.getpid()}.partial"  # the file appears whole or not at all
     try:
         with open(tmp, "w") as handle:
@@ -393,6 +396,17 @@ def cmd_query(args):
         if os.path.exists(tmp):
             os.unlink(tmp)
     return 0
+
+
+def _check_output_file(path):
+    """SeqphaseError (-o) unless `path` can be written as a file: not a folder, its folder exists."""
+    from pathlib import Path
+
+    path = Path(path)
+    if path.is_dir():
+        raise SeqphaseError("-o", f"{path} is a folder", "give a file name, e.g. -o table.csv")
+    if not path.parent.is_dir():
+        raise SeqphaseError("-o", f"the folder {path.parent} does not exist", "create it first, or give another path")
 
 
 def cmd_verify(args):
@@ -462,6 +476,7 @@ def cmd_plot(args):
 
     if not args.output.lower().endswith(".png"):
         raise SeqphaseError("-o", f"{args.output!r} is not a .png file", "write e.g. -o figure.png")
+    _check_output_file(args.output)
     ds = open_results(args.sweep, args.store)
     companions = {}
     for role, name in json.loads(ds.attrs.get("plot", "{}")).items():
@@ -510,8 +525,11 @@ def cmd_reproduce(args):
     slurm_profile = _slurm_profile(args)
     plans = [(run, plan_sweep(load_sweep(run.spec, overrides=run.overrides(args.quick),
                                          rename=run.stored_name(args.quick)))) for run in paper.runs]
+    from seqphase.sweeps.limits import check_plan_memory
+
     store = Store(args.store)
     for _, plan in plans:
+        check_plan_memory(plan, args.cluster, args.workers, slurm_profile)
         store.preflight(plan)  # a foreign, corrupted or locked store, other settings: refused before anything
         require_current_names(store, plan.sweep.name)
     from seqphase.cluster import connect, run_sweep

@@ -3,8 +3,9 @@
 The drawing itself belongs to the model: `Model.figure(method, ...)` delegates to the method object,
 whose default is the generic figure of `core/figures.py` (SE lines, GAMP points on the SE line,
 thresholds two ways) and which a family overrides in its `core/<family>/figures.py` (deep tied
-attention draws the paper's figures there). This module holds no model's code. A user model that
-cannot be imported here gets the generic figure of its method.
+attention draws the paper's figures there). This module holds no model's code. A user model
+("module:Class") is never imported by a plot (the model a store names is data, not code to run): its sweep
+gets the generic figure of its method.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import numpy as np
 
 from seqphase.core import figures
 from seqphase.core.errors import SeqphaseError
-from seqphase.core.models import get_model
+from seqphase.core.models import MODELS, get_model
 from seqphase.results.store import DONE, STATUS_NAMES
 
 
@@ -37,12 +38,12 @@ def make_figure(ds, companions=None):
     model_name, method = ds.attrs.get("model"), ds.attrs.get("method")
     ds = ds.where(ds["status"] == DONE)
     companions = {role: done_only(other) for role, other in (companions or {}).items()}
-    try:
-        model = get_model(model_name)
-    except SeqphaseError:  # a user model not importable here: the generic figure of its method
-        fig = figures.generic(plt, ds, method, companions)
+    # Only a shipped model draws its own figure: the model a store names is data, and importing the module it
+    # names would run code chosen by whoever wrote the store. Any other model gets the generic figure.
+    if model_name in MODELS:
+        fig = get_model(model_name).figure(method, plt, ds, companions)
     else:
-        fig = model.figure(method, plt, ds, companions)
+        fig = figures.generic(plt, ds, method, companions)
     title = ds.attrs.get("title", ds.attrs.get("seqphase_sweep", "")) + run_size_note(ds)
     width = fig.get_size_inches()[0]
     fig.suptitle(textwrap.fill(title, max(40, int(width * 13))), fontsize=10)

@@ -263,6 +263,7 @@ class SweepGroup:
         self.layout = _attr_int(attrs, "store_layout", 1, where)
         self.dims = _attr_names(attrs, "point_dims", where)
         self.variables = _attr_names(attrs, "variables", where)
+        _check_runs(attrs.get("runs", []), where)
         _refuse_linked_folders(self.folder, self.dims + list(LEDGER) + self.variables, where)
         self.manifest = Manifest.load(self.folder, attrs)  # None: written before manifests (or by no run yet)
         self.lost = set()  # arrays whose folder is gone (the manifest knows their metadata and chunks)
@@ -652,6 +653,17 @@ def _attr_names(attrs, key, where):
         raise StoreError(where, f"corrupted sweep group (attribute {key!r} is not a list of array names)",
                          "restore the group's zarr.json from a copy, or move the group aside; nothing was written")
     return list(value)
+
+
+def _check_runs(runs, where):
+    """The group's run records: a list of objects whose measured widths are numbers (StoreError otherwise)."""
+    numbers = ("works", "work_s", "chain_s", "longest_work_s")
+    if not isinstance(runs, list) or not all(
+            isinstance(run, dict) and ("work_s" not in run or all(
+                isinstance(run.get(k), (int, float)) and not isinstance(run.get(k), bool) for k in numbers))
+            for run in runs):
+        raise StoreError(where, "corrupted sweep group (attribute 'runs' is not a list of run records)",
+                         "restore the group's zarr.json from a copy, or move the group aside; nothing was written")
 
 
 def _attr_int(attrs, key, default, where):

@@ -106,3 +106,28 @@ def check_memory(plan, limit_bytes, setting, fix):
         raise ParameterError("method.d", f"one instance at d = {settings['d']}{', ' + where if where else ''} needs "
                              f"about {worst / 2 ** 30:.1f} GiB, more than the {limit_bytes / 2 ** 30:.1f} GiB of "
                              f"one worker ({setting})", f"use a smaller d or alpha, or {fix}")
+
+
+def check_plan_memory(plan, cluster, workers=None, slurm_profile=None):
+    """Refuse (ParameterError) a plan whose largest instance exceeds one worker's memory: the SLURM profile's
+    `memory` per job divided by its worker processes under `--cluster slurm`, the machine's memory divided
+    by the local workers under `--cluster local`. A scheduler given by its address: its workers are not
+    known here, nothing is checked."""
+    if slurm_profile is not None:
+        from dask.utils import parse_bytes
+
+        processes = slurm_profile.n_processes
+        try:
+            limit = parse_bytes(slurm_profile.memory) // max(1, processes)
+        except (ValueError, TypeError):
+            return  # an unreadable size is the profile check's to report
+        setting = f"{slurm_profile.source}: memory = {slurm_profile.memory} per job over {processes} processes"
+        fix = "raise memory (or lower processes) in the SLURM profile"
+    elif cluster == "local":
+        limit = local_memory_per_worker(workers)
+        n = int(workers or os.cpu_count() or 1)
+        setting = f"this machine's memory over {n} local worker{'s' if n > 1 else ''}"
+        fix = "use fewer --workers, or run under --cluster slurm with more memory per worker"
+    else:
+        return
+    check_memory(plan, limit, setting, fix)
