@@ -43,7 +43,12 @@ def make_figure(ds, companions=None):
     if model_name in MODELS:
         fig = get_model(model_name).figure(method, plt, ds, companions)
     else:
-        fig = figures.generic(plt, ds, method, companions)
+        try:
+            fig = figures.generic(plt, ds, method, companions)
+        except KeyError as exc:  # the generic figure of a method names variables this sweep does not have
+            raise SeqphaseError(ds.attrs.get("seqphase_sweep", "SWEEP"), f"no generic figure of method {method!r} "
+                                f"for model {model_name!r} (it draws variables this sweep lacks: {exc})",
+                                "read the values with seqphase query and draw them yourself") from None
     title = ds.attrs.get("title", ds.attrs.get("seqphase_sweep", "")) + run_size_note(ds)
     width = fig.get_size_inches()[0]
     fig.suptitle(textwrap.fill(title, max(40, int(width * 13))), fontsize=10)
