@@ -8,7 +8,7 @@
     seqphase list
     seqphase status SWEEP [--store PATH]
     seqphase query SWEEP [--format csv|json] [--all] [--store PATH] [-o FILE]
-    seqphase plot SWEEP -o FILE.png [--store PATH]
+    seqphase plot SWEEP -o FILE.png [--store PATH] [--import-model]
     seqphase retry-failed SWEEP [--store PATH] [--cluster ...] [--workers N]
     seqphase verify SWEEP [--store PATH]
     seqphase migrate [SWEEP ...] [--store PATH]
@@ -91,6 +91,8 @@ def build_parser():
     plot = sub.add_parser("plot", help="draw the sweep's figure as PNG")
     plot.add_argument("sweep")
     plot.add_argument("-o", "--output", required=True, help="PNG file to write")
+    plot.add_argument("--import-model", action="store_true", help="import the user model the store names "
+                      "(\"module:Class\") to draw its own figure (default: only shipped models are imported)")
     add_store(plot)
 
     retry = sub.add_parser("retry-failed", help="rerun only the points recorded as failed")
@@ -488,7 +490,7 @@ def cmd_plot(args):
             except SeqphaseError:
                 print(f"seqphase: note: {name} is not in the store; run it to draw its curves ({role}) here",
                       file=sys.stderr)
-    plot_sweep(ds, args.output, companions)
+    plot_sweep(ds, args.output, companions, import_model=args.import_model)
     print(f"seqphase: wrote {args.output}", file=sys.stderr)
     return 0
 

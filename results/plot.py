@@ -4,8 +4,8 @@ The drawing itself belongs to the model: `Model.figure(method, ...)` delegates t
 whose default is the generic figure of `core/figures.py` (SE lines, GAMP points on the SE line,
 thresholds two ways) and which a family overrides in its `core/<family>/figures.py` (deep tied
 attention draws the paper's figures there). This module holds no model's code. A user model
-("module:Class") is never imported by a plot (the model a store names is data, not code to run): its sweep
-gets the generic figure of its method.
+("module:Class") is imported only when asked (`seqphase plot --import-model`): the model a store names is
+data, not code to run. Without it the sweep gets the generic figure of its method.
 """
 
 from __future__ import annotations
@@ -20,28 +20,38 @@ from seqphase.core.models import MODELS, get_model
 from seqphase.results.store import DONE, STATUS_NAMES
 
 
-def plot_sweep(ds, path, companions=None):
+def plot_sweep(ds, path, companions=None, import_model=False):
     """Draw `ds` to `path`. `companions` maps a role to another sweep's Dataset: the `[plot]` table of
     a spec may name `se_sweep` (a GAMP spec: its dense SE curve is drawn under the GAMP points) and, for
     the models that use them, other `*_sweep` roles (see `core/smi/figures.py`). Companions are masked to their done points too."""
     plt = _pyplot()
-    fig = make_figure(ds, companions)
+    fig = make_figure(ds, companions, import_model=import_model)
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
 
 
-def make_figure(ds, companions=None):
-    """The Figure of a stored sweep (not saved). A sweep with no finished point is a SeqphaseError."""
+def make_figure(ds, companions=None, import_model=False):
+    """The Figure of a stored sweep (not saved). A sweep with no finished point is a SeqphaseError.
+    `import_model`: a user model named by the store ("module:Class") is imported to draw its own figure
+    (`seqphase plot --import-model`); without it only shipped models draw theirs."""
     plt = _pyplot()
     _require_done(ds)
     model_name, method = ds.attrs.get("model"), ds.attrs.get("method")
     ds = ds.where(ds["status"] == DONE)
     companions = {role: done_only(other) for role, other in (companions or {}).items()}
-    # Only a shipped model draws its own figure: the model a store names is data, and importing the module it
-    # names would run code chosen by whoever wrote the store. Any other model gets the generic figure.
+    # Only a shipped model draws its own figure unless asked: the model a store names is data, and importing
+    # the module it names would run code chosen by whoever wrote the store. Other models: the generic figure.
+    model = None
     if model_name in MODELS:
-        fig = get_model(model_name).figure(method, plt, ds, companions)
+        model = get_model(model_name)
+    elif import_model and isinstance(model_name, str):
+        try:
+            model = get_model(model_name)
+        except SeqphaseError:  # a user model not importable here: the generic figure of its method
+            model = None
+    if model is not None:
+        fig = model.figure(method, plt, ds, companions)
     else:
         try:
             fig = figures.generic(plt, ds, method, companions)

@@ -44,10 +44,14 @@ def _design(model, params, settings):
     """(elements, bytes per element) of the largest array one instance of a finite-size method draws, or
     None for a method without an instance (SE, thresholds). Mirrors the families' `sample_instance`."""
     d = settings.get("d")
+    alpha = params.get("alpha", settings.get("alpha"))
+    sizes = settings.get("sizes")
+    if d is None and isinstance(sizes, list) and sizes:  # onset: its largest size at the top of its windows
+        d = max(sizes)
+        alpha = max((v for k, v in settings.items() if k.startswith("alpha") and k.endswith("_hi")), default=None)
     if d is None or isinstance(d, bool) or not isinstance(d, (int, float)):
         return None
     d = int(d)
-    alpha = params.get("alpha", settings.get("alpha"))
     try:
         alpha = float(alpha)
     except (TypeError, ValueError):
@@ -103,7 +107,9 @@ def check_memory(plan, limit_bytes, setting, fix):
     if worst > limit_bytes:
         params, settings = worst_point
         where = ", ".join(f"{k} = {params[k]:g}" for k in ("alpha",) if isinstance(params.get(k), (int, float)))
-        raise ParameterError("method.d", f"one instance at d = {settings['d']}{', ' + where if where else ''} needs "
+        d = settings.get("d", max(settings.get("sizes") or [0]))
+        raise ParameterError("method.d" if "d" in settings else "method.sizes",
+                             f"one instance at d = {d}{', ' + where if where else ''} needs "
                              f"about {worst / 2 ** 30:.1f} GiB, more than the {limit_bytes / 2 ** 30:.1f} GiB of "
                              f"one worker ({setting})", f"use a smaller d or alpha, or {fix}")
 

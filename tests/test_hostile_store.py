@@ -262,6 +262,8 @@ def test_plot_imports_no_module_a_store_names(case, capsys, client, monkeypatch)
     through_every_command(case, capsys, client.scheduler.address,
                           {"status": 0, "query": 0, "verify": 0, "plot": 0}, marker=marker)
     assert "hostile_plugin" not in sys.modules
+    # only when asked (your own model, to draw its own figure) is the module imported
+    assert main(command(case, "plot", "") + ["--import-model"]) == 0 and marker.exists()
 
 
 @pytest.mark.parametrize("name", ["../toy", "toy\n", "/etc", "..", ".seqphase"])
