@@ -240,10 +240,8 @@ class SweepGroup:
         self.repaired = {}  # damaged chunks reset by repair_damage(): {(array, chunk): reason}
         self.damaged_cells = 0
         where = f"{store.path}/{name}"
-        if not name.endswith(".migrating"):  # (`seqphase migrate` writes beside the group: .NAME.migrating)
-            check_name(name)
-        elif not (name.startswith(".") and _valid_name(name[1:-len(".migrating")])):
-            check_name(name)
+        migrating = name.startswith(".") and name.endswith(".migrating")  # `seqphase migrate`: .NAME.migrating
+        check_name(name[1:-len(".migrating")] if migrating else name)
         meta_file = self.folder / "zarr.json"
         _parse_metadata(meta_file, where)
         self.zstore = DurableStore(store.path)  # durable, journaled writes (results/durable.py)
@@ -279,6 +277,7 @@ class SweepGroup:
             self.arrays[array] = _open_array(self.group, array, self.folder, where)
         self._check_coordinates(where)
         _check_sizes(self.arrays, self.dims, where)
+        self.extra = _extra_coordinates(self.group, self.folder, self.arrays, self.dims, where)
         if repair:
             self._repair_interrupted_extension()
         self.coords = {}
@@ -645,13 +644,17 @@ def check_name(name):
                         "use lower-case letters, digits, '-', '_' or '.', starting with a letter or digit")
 
 
+_GROUP_FIX = "restore the group from a copy, or move it aside; nothing was written"
+_ATTR_FIX = "restore the group's zarr.json from a copy, or move the group aside; nothing was written"
+
+
 def _attr_names(attrs, key, where):
     """The group attribute `key` as a list of array names, each a plain file name (StoreError otherwise)."""
     value = attrs[key]
     if not isinstance(value, list) or not all(isinstance(v, str) and _ARRAY_NAME.fullmatch(v) and v not in (".", "..")
                                               for v in value) or len(set(value)) != len(value):
         raise StoreError(where, f"corrupted sweep group (attribute {key!r} is not a list of array names)",
-                         "restore the group's zarr.json from a copy, or move the group aside; nothing was written")
+                         _ATTR_FIX)
     return list(value)
 
 
@@ -663,14 +666,14 @@ def _check_runs(runs, where):
                 isinstance(run.get(k), (int, float)) and not isinstance(run.get(k), bool) for k in numbers))
             for run in runs):
         raise StoreError(where, "corrupted sweep group (attribute 'runs' is not a list of run records)",
-                         "restore the group's zarr.json from a copy, or move the group aside; nothing was written")
+                         _ATTR_FIX)
 
 
 def _attr_int(attrs, key, default, where):
     value = attrs.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int):
         raise StoreError(where, f"corrupted sweep group (attribute {key!r} = {value!r} is not a number)",
-                         "restore the group's zarr.json from a copy, or move the group aside; nothing was written")
+                         _ATTR_FIX)
     return value
 
 
@@ -697,16 +700,45 @@ def _refuse_linked_folders(folder, arrays, where):
 
 
 def refuse_links(store_path, name):
-    """Before a run writes: StoreError when anything inside the group's folder is a symbolic link (a write
-    through it would land outside the store)."""
-    folder = Path(store_path) / name
+    """Before a run writes: StoreError when anything a run writes under is a symbolic link (a write through
+    it would land outside the store): the group's folder and everything in it, the manifests (.seqphase/)
+    and the kept works (.seqphase-parts/)."""
+    from seqphase.results.parts import FOLDER
+
+    store_path = Path(store_path)
     where = f"{store_path}/{name}"
-    if folder.is_symlink():
-        raise _link_error(folder, where)
-    for root, dirs, files in os.walk(folder):
-        for entry in dirs + files:
-            if os.path.islink(os.path.join(root, entry)):
-                raise _link_error(Path(root) / entry, where)
+    for top in (store_path / name, store_path / ".seqphase", store_path / FOLDER):
+        if top.is_symlink():
+            raise _link_error(top, where)
+        for root, dirs, files in os.walk(top):
+            for entry in dirs + files:
+                if os.path.islink(os.path.join(root, entry)):
+                    raise _link_error(Path(root) / entry, where)
+
+
+def _extra_coordinates(group, folder, arrays, dims, where):
+    """{dim: array} of the coordinates of the method's own dims (seed, iteration, ...), each checked: a plain
+    name, not a link, one-dimensional and as long as that dim in the arrays that use it."""
+    lengths = {}
+    for arr in arrays.values():
+        names = getattr(arr.metadata, "dimension_names", None) or ()
+        for dim, n in zip(names, arr.shape):
+            if dim is not None and dim not in dims:
+                lengths.setdefault(dim, set()).add(int(n))
+    out = {}
+    fix = _GROUP_FIX
+    for dim, ns in sorted(lengths.items()):
+        if not _ARRAY_NAME.fullmatch(dim) or dim in (".", "..") or len(ns) > 1:
+            raise StoreError(where, f"corrupted sweep group (dimension {dim!r} of lengths {sorted(ns)})", fix)
+        if (folder / dim).is_symlink():
+            raise _link_error(folder / dim, where)
+        if (folder / dim / "zarr.json").is_file():
+            arr = _open_array(group, dim, folder, where)
+            if tuple(arr.shape) != (next(iter(ns)),):
+                raise StoreError(f"{where}/{dim}", f"corrupted coordinate (shape {tuple(arr.shape)}, the arrays use "
+                                 f"{sorted(ns)})", fix)
+            out[dim] = arr
+    return out
 
 
 def _check_sizes(arrays, dims, where):
@@ -714,7 +746,7 @@ def _check_sizes(arrays, dims, where):
     within the limits of `sweeps/limits.py` (StoreError otherwise; nothing allocated)."""
     from seqphase.sweeps.limits import MAX_CHUNKS, MAX_POINT_BYTES, MAX_POINTS
 
-    fix = "restore the group from a copy, or move it aside; nothing was written"
+    fix = _GROUP_FIX
     grid = 1
     for d in dims:
         shape = tuple(arrays[d].shape)
@@ -726,9 +758,9 @@ def _check_sizes(arrays, dims, where):
                          fix)
     for name, arr in arrays.items():
         shape, chunks = tuple(arr.shape), tuple(arr.chunks)
-        if len(chunks) != len(shape) or any(int(c) < 1 for c in chunks):
+        if len(chunks) != len(shape) or any(int(c) < 1 and int(n) > 0 for n, c in zip(shape, chunks)):
             raise StoreError(f"{where}/{name}", f"corrupted array metadata (chunks {chunks} for shape {shape})", fix)
-        count = math.prod(-(-int(n) // int(c)) for n, c in zip(shape, chunks))
+        count = math.prod(-(-int(n) // int(c)) if int(n) else 0 for n, c in zip(shape, chunks))
         if count > MAX_CHUNKS:
             raise StoreError(f"{where}/{name}", f"declares {count:,} chunks, more than the {MAX_CHUNKS:,} an array "
                              "may have", fix)

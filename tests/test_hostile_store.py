@@ -226,11 +226,17 @@ def test_symlinked_array_folder(case, capsys, client):
     through_every_command(case, capsys, client.scheduler.address, ALL_REFUSED, words=("symbolic link",))
 
 
-def test_symlinked_chunk_folder_deep_in_the_group(case, capsys, client):
-    chunks = case / "s.zarr" / "toy" / "gen_error" / "c"
-    chunks.rename(case / "outside_chunks")
-    chunks.symlink_to(case / "outside_chunks")
-    through_every_command(case, capsys, client.scheduler.address, {"run": 2}, words=("symbolic link",))
+@pytest.mark.parametrize("linked", ["toy/gen_error/c", ".seqphase/manifests", ".seqphase-parts"])
+def test_symlinked_folder_a_run_would_write_under(case, capsys, client, linked):
+    inside = case / "s.zarr" / linked
+    inside.parent.mkdir(parents=True, exist_ok=True)
+    if inside.exists():
+        inside.rename(case / "outside_folder")
+    else:
+        (case / "outside_folder").mkdir()
+    inside.symlink_to(case / "outside_folder")
+    through_every_command(case, capsys, client.scheduler.address, {"run": 2, "retry-failed": 2},
+                          words=("symbolic link",))
 
 
 @pytest.mark.parametrize("broken, words", [
@@ -352,6 +358,19 @@ def test_declared_sizes_and_asked_sizes_are_refused_before_allocation(case):
         meta["shape"] = [100_000_000]
         meta["chunk_grid"]["configuration"]["chunk_shape"] = [1]
     array_meta(many, "alpha", chunks_of_one)
+    # an array folder that is none of the group's arrays, and consolidated metadata that declares other sizes
+    extra = case / "extra"
+    shutil.copytree(case, extra, symlinks=True)
+    evil = json.loads((extra / "s.zarr" / "toy" / "alpha" / "zarr.json").read_text())
+    evil.update(shape=[2_000_000_000], dimension_names=["evil"])
+    (extra / "s.zarr" / "toy" / "evil").mkdir()
+    (extra / "s.zarr" / "toy" / "evil" / "zarr.json").write_text(json.dumps(evil))
+    group_meta = extra / "s.zarr" / "toy" / "zarr.json"
+    meta = json.loads(group_meta.read_text())
+    meta["consolidated_metadata"]["metadata"]["status"]["shape"] = [2_000_000_000] + \
+        meta["consolidated_metadata"]["metadata"]["status"]["shape"][1:]
+    meta["consolidated_metadata"]["metadata"]["evil"] = evil
+    group_meta.write_text(json.dumps(meta))
     script = textwrap.dedent("""\
         import json, sys
         from seqphase.cli import main
@@ -368,15 +387,18 @@ def test_declared_sizes_and_asked_sizes_are_refused_before_allocation(case):
     runs.append(["run", "glm-perceptron-se", "--set", "alpha=0:1:100000000", "--store", str(case / "new.zarr")])
     runs.append(["run", "glm-perceptron-gamp", "--set", "method.d=100000", "--store", str(case / "new.zarr"),
                  "--workers", "1"])
-    before = {f: digest(f) for f in (huge, many)}
+    refused = len(runs)
+    runs += [command(extra, which, "", "toy") for which in ("status", "query", "verify", "plot")]
+    before = {f: digest(f, skip=("figure.png",)) for f in (huge, many, extra)}
     out = subprocess.run([sys.executable, "-c", script, json.dumps(runs)], cwd=case, capture_output=True, text=True,
                          timeout=300, preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS,
                                                                             (MEMORY_LIMIT, MEMORY_LIMIT)))
     assert out.returncode == 0, out.stderr[-2000:]
-    assert json.loads(out.stdout.strip().splitlines()[-1]) == [2] * len(runs)
-    lines = out.stderr.strip().splitlines()
-    assert len(lines) == len(runs) and all(ln.startswith("seqphase: error: ") for ln in lines), out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [2] * refused + [0] * (len(runs) - refused)
+    lines = [ln for ln in out.stderr.strip().splitlines() if ln.startswith("seqphase: error: ")]
+    assert len(lines) == refused, out.stderr
     assert sum("a sweep may hold" in ln for ln in lines) == 9
     assert "GiB" in lines[-1] and "method.d" in lines[-1]
-    assert {f: digest(f) for f in (huge, many)} == before
+    assert (extra / "figure.png").is_file()  # the extra folder and the consolidated copy were not read
+    assert {f: digest(f, skip=("figure.png",)) for f in (huge, many, extra)} == before
     assert not (case / "new.zarr").exists()
