@@ -275,6 +275,9 @@ def cmd_submit(args):
                   (["--name", args.name] if args.name else [])
     _check_not_locked(store)
     profile = slurm.load_profile(args.profile, jobs=args.jobs, partition=args.partition, walltime=args.walltime)
+    from seqphase.sweeps.limits import check_plan_memory
+
+    check_plan_memory(plan, "slurm", slurm_profile=profile)  # what the driver job would refuse
     cwd = Path.cwd()
     log_directory = slurm.log_directory_of(profile, cwd)
     command = [sys.executable, "-m", "seqphase.cli"] + command + [

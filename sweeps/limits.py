@@ -127,7 +127,8 @@ def check_plan_memory(plan, cluster, workers=None, slurm_profile=None):
             limit = parse_bytes(slurm_profile.memory) // max(1, processes)
         except (ValueError, TypeError):
             return  # an unreadable size is the profile check's to report
-        setting = f"{slurm_profile.source}: memory = {slurm_profile.memory} per job over {processes} processes"
+        setting = (f"{slurm_profile.source}: memory = {slurm_profile.memory} per job over {processes} "
+                   f"process{'es' if processes > 1 else ''}")
         fix = "raise memory (or lower processes) in the SLURM profile"
     elif cluster == "local":
         limit = local_memory_per_worker(workers)

@@ -402,3 +402,24 @@ def test_declared_sizes_and_asked_sizes_are_refused_before_allocation(case):
     assert (extra / "figure.png").is_file()  # the extra folder and the consolidated copy were not read
     assert {f: digest(f, skip=("figure.png",)) for f in (huge, many, extra)} == before
     assert not (case / "new.zarr").exists()
+
+
+def test_memory_of_one_instance_is_checked_against_one_worker():
+    """GLM GAMP at d = 20000, alpha = 5: 3 copies of a 1e5 x 2e4 matrix of doubles = 44.7 GiB, refused for a
+    worker of 8 GB (a 16GB job of 2 processes) naming the profile's setting, accepted for 60 GB per worker;
+    the estimate follows the arrays the family draws."""
+    from seqphase.cluster.slurm import Profile
+    from seqphase.core.errors import ParameterError
+    from seqphase.sweeps.limits import check_plan_memory, instance_bytes
+
+    plan = plan_sweep(load_sweep("glm-perceptron-gamp", overrides=["method.d=20000", "alpha=5"]))
+    assert instance_bytes("glm", {"alpha": 5.0}, {"d": 20000}) == 3 * 100_000 * 20_000 * 8
+    small = Profile(cores=2, processes=2, memory="16GB", source="p.toml")
+    with pytest.raises(ParameterError) as info:
+        check_plan_memory(plan, "slurm", slurm_profile=small)
+    line = info.value.one_line()
+    assert line.startswith("method.d: ") and "44.7 GiB" in line and "p.toml: memory = 16GB per job over 2 processes" \
+        in line and "raise memory" in line
+    check_plan_memory(plan, "slurm", slurm_profile=Profile(cores=1, memory="60GB"))  # fits: nothing raised
+    assert instance_bytes("bsr", {"alpha": 1.0, "beta": 1.0}, {"d": 100, "precision": "float32"}) == 3 * 100 ** 4 * 4
+    assert instance_bytes("glm", {"alpha": 5.0}, {"max_iter": 10}) == 0  # SE: no instance
