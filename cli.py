@@ -177,7 +177,7 @@ def cmd_retry_failed(args):
     from seqphase.sweeps.spec import sweep_from_resolved
 
     group = Store(args.store).open_sweep(sweep_name(args.sweep))
-    sweep = sweep_from_resolved(json.loads(group.attrs["spec_resolved"]), text=group.attrs.get("spec", ""))
+    sweep = sweep_from_resolved(json.loads(group.attrs.get("spec_resolved", "null")), text=group.attrs.get("spec", ""))
     return _execute(sweep, args, mode="retry-failed")
 
 
@@ -258,7 +258,7 @@ def cmd_submit(args):
         if args.set or args.name:
             raise SeqphaseError("--retry-failed", "reruns the stored sweep as it is", "leave out --set and --name")
         group = store.open_sweep(sweep_name(args.sweep))
-        plan = plan_sweep(sweep_from_resolved(json.loads(group.attrs["spec_resolved"]),
+        plan = plan_sweep(sweep_from_resolved(json.loads(group.attrs.get("spec_resolved", "null")),
                                               text=group.attrs.get("spec", "")))
         name = group.name
         command = ["retry-failed", name]

@@ -262,6 +262,7 @@ class SweepGroup:
         self.dims = _attr_names(attrs, "point_dims", where)
         self.variables = _attr_names(attrs, "variables", where)
         _check_runs(attrs.get("runs", []), where)
+        _check_json_attrs(attrs, where)
         _refuse_linked_folders(self.folder, self.dims + list(LEDGER) + self.variables, where)
         self.manifest = Manifest.load(self.folder, attrs)  # None: written before manifests (or by no run yet)
         self.lost = set()  # arrays whose folder is gone (the manifest knows their metadata and chunks)
@@ -667,6 +668,20 @@ def _check_runs(runs, where):
             for run in runs):
         raise StoreError(where, "corrupted sweep group (attribute 'runs' is not a list of run records)",
                          _ATTR_FIX)
+
+
+def _check_json_attrs(attrs, where):
+    """The attributes held as JSON text (the resolved spec, the plot table, the settings, the status codes):
+    each, when present, a string holding a JSON object (StoreError otherwise)."""
+    for key in ("spec_resolved", "plot", "settings", "status_codes"):
+        if key not in attrs:
+            continue
+        try:
+            ok = isinstance(attrs[key], str) and isinstance(json.loads(attrs[key]), dict)
+        except ValueError:
+            ok = False
+        if not ok:
+            raise StoreError(where, f"corrupted sweep group (attribute {key!r} is not a JSON object)", _ATTR_FIX)
 
 
 def _attr_int(attrs, key, default, where):

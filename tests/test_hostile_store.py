@@ -245,17 +245,26 @@ def test_symlinked_folder_a_run_would_write_under(case, capsys, client, linked):
     (lambda case: group_attrs(case, lambda a: a.update(variables="noise")), ("variables",)),
     (lambda case: group_attrs(case, lambda a: a.update(runs="all of them")), ("runs",)),
     (lambda case: group_attrs(case, lambda a: a.update(runs=[{"work_s": "x"}])), ("runs",)),
+    (lambda case: group_attrs(case, lambda a: a.update(spec_resolved="{not json")), ("spec_resolved",)),
+    (lambda case: group_attrs(case, lambda a: a.update(plot="[1, 2]")), ("plot",)),
     (lambda case: array_meta(case, "noise", lambda m: m["chunk_grid"]["configuration"].update(
         chunk_shape=[0] + m["chunk_grid"]["configuration"]["chunk_shape"][1:])), ("noise",)),
     (lambda case: array_meta(case, "status", lambda m: m.update(shape=[3] + m["shape"][1:])), ("being extended",)),
 ], ids=["format-not-a-number", "variables-not-a-list", "runs-not-a-list", "runs-widths-not-numbers",
-        "zero-chunk-size", "grid-mid-extension"])
+        "spec-not-json", "plot-not-an-object", "zero-chunk-size", "grid-mid-extension"])
 def test_damaged_metadata_gets_one_line(case, capsys, client, broken, words):
     broken(case)
     expect = {c: 2 for c in READ_ONLY + ("retry-failed",)}
     if "being extended" not in words:
         expect["run"] = 2  # (a run rolls an interrupted extension back: it is the writer)
     through_every_command(case, capsys, client.scheduler.address, expect, words=words)
+
+
+def test_group_without_its_resolved_spec(case, capsys, client):
+    """What the readers need is there; `retry-failed` has no spec to rerun: one line."""
+    group_attrs(case, lambda attrs: attrs.pop("spec_resolved"))
+    through_every_command(case, capsys, client.scheduler.address,
+                          {"status": 0, "query": 0, "verify": 0, "retry-failed": 2}, words=("spec_resolved",))
 
 
 def test_plot_imports_no_module_a_store_names(case, capsys, client, monkeypatch):
