@@ -245,13 +245,15 @@ def test_symlinked_folder_a_run_would_write_under(case, capsys, client, linked):
     (lambda case: group_attrs(case, lambda a: a.update(variables="noise")), ("variables",)),
     (lambda case: group_attrs(case, lambda a: a.update(runs="all of them")), ("runs",)),
     (lambda case: group_attrs(case, lambda a: a.update(runs=[{"work_s": "x"}])), ("runs",)),
+    (lambda case: edit_json(case / "s.zarr" / ".seqphase" / "manifests" / "toy.json",
+                            lambda m: m["chunks"].update({"noise/c/../../../../victim": [1, 2]})), ("manifest",)),
     (lambda case: group_attrs(case, lambda a: a.update(spec_resolved="{not json")), ("spec_resolved",)),
     (lambda case: group_attrs(case, lambda a: a.update(plot="[1, 2]")), ("plot",)),
     (lambda case: array_meta(case, "noise", lambda m: m["chunk_grid"]["configuration"].update(
         chunk_shape=[0] + m["chunk_grid"]["configuration"]["chunk_shape"][1:])), ("noise",)),
     (lambda case: array_meta(case, "status", lambda m: m.update(shape=[3] + m["shape"][1:])), ("being extended",)),
 ], ids=["format-not-a-number", "variables-not-a-list", "runs-not-a-list", "runs-widths-not-numbers",
-        "spec-not-json", "plot-not-an-object", "zero-chunk-size", "grid-mid-extension"])
+        "manifest-chunk-path", "spec-not-json", "plot-not-an-object", "zero-chunk-size", "grid-mid-extension"])
 def test_damaged_metadata_gets_one_line(case, capsys, client, broken, words):
     broken(case)
     expect = {c: 2 for c in READ_ONLY + ("retry-failed",)}
