@@ -97,7 +97,7 @@ def stored_sweep(sweep, store=None):
     from seqphase.sweeps.spec import sweep_from_resolved
 
     group = Store(store).open_sweep(sweep_name(sweep))
-    return sweep_from_resolved(json.loads(group.attrs["spec_resolved"]), text=group.attrs.get("spec", ""))
+    return sweep_from_resolved(json.loads(group.attrs.get("spec_resolved", "null")), text=group.attrs.get("spec", ""))
 
 
 def _dataset(name, store_path, summary):
@@ -142,11 +142,14 @@ def execute(sweep, mode, *, store=None, client=None, cluster="local", workers=No
     from seqphase.results.faults import resource_error
     from seqphase.results.migrate import require_current_names
     from seqphase.results.store import Store
+    from seqphase.sweeps.limits import check_plan_memory
     from seqphase.sweeps.planner import plan_sweep
 
     stream = stream or sys.stderr
     _check_run_options(workers, retries)
     plan = plan_sweep(sweep)
+    # one instance must fit in a worker (a cluster given as a client or an address: not known, not checked)
+    check_plan_memory(plan, cluster if client is None else None, workers, slurm_profile)
     store = Store(store)
     store.preflight(plan)  # refuse a foreign, corrupted or locked store before starting anything
     require_current_names(store, sweep.name)  # an old group (e.g. BSR `mmse`): migrate first
@@ -288,6 +291,7 @@ def reproduce(paper, *, quick=False, store=None, output=None, client=None, clust
     from seqphase.results.report import MARKER
     from seqphase.results.reproduce import write
     from seqphase.results.store import Store
+    from seqphase.sweeps.limits import check_plan_memory
     from seqphase.sweeps.papers import get_paper
     from seqphase.sweeps.planner import plan_sweep
     from seqphase.sweeps.spec import load_sweep
@@ -303,6 +307,7 @@ def reproduce(paper, *, quick=False, store=None, output=None, client=None, clust
                                           rename=item.stored_name(quick)))) for item in paper.runs]
     store = Store(store)
     for _, plan in plans:
+        check_plan_memory(plan, cluster if client is None else None, workers, slurm_profile)
         store.preflight(plan)  # a foreign, corrupted or locked store, other settings: refused before anything
         require_current_names(store, plan.sweep.name)
     timings, failed = {}, 0

@@ -9,7 +9,7 @@
     seqphase check MODULE:CLASS [--set NAME=V]...
     seqphase status SWEEP [--store PATH]
     seqphase query SWEEP [--format csv|json] [--all] [--store PATH] [-o FILE]
-    seqphase plot SWEEP -o FILE.png [--store PATH]
+    seqphase plot SWEEP -o FILE.png [--store PATH] [--import-model]
     seqphase retry-failed SWEEP [--store PATH] [--cluster ...] [--workers N]
     seqphase verify SWEEP [--store PATH]
     seqphase migrate [SWEEP ...] [--store PATH]
@@ -111,6 +111,8 @@ def build_parser():
     plot = sub.add_parser("plot", help="draw the sweep's figure as PNG")
     plot.add_argument("sweep")
     plot.add_argument("-o", "--output", required=True, help="PNG file to write")
+    plot.add_argument("--import-model", action="store_true", help="import the user model the store names "
+                      "(\"module:Class\") to draw its own figure (default: only shipped models are imported)")
     add_store(plot)
 
     retry = sub.add_parser("retry-failed", help="rerun only the points recorded as failed")
@@ -259,7 +261,7 @@ def cmd_submit(args):
         if args.set or args.name:
             raise SeqphaseError("--retry-failed", "reruns the stored sweep as it is", "leave out --set and --name")
         group = store.open_sweep(sweep_name(args.sweep))
-        plan = plan_sweep(sweep_from_resolved(json.loads(group.attrs["spec_resolved"]),
+        plan = plan_sweep(sweep_from_resolved(json.loads(group.attrs.get("spec_resolved", "null")),
                                               text=group.attrs.get("spec", "")))
         name = group.name
         command = ["retry-failed", name]
@@ -270,12 +272,15 @@ def cmd_submit(args):
         name = sweep.name
         what = f"{len(plan.points)} points"
         if (store.path / name / "zarr.json").is_file():
-            SweepGroup(store, name).check_identity(plan)  # refuse now what the driver would refuse later
+            SweepGroup(store, name, repair=False).check_identity(plan)  # refuse now what the driver would refuse later
         spec = args.sweep if args.sweep in shipped_specs() else str(Path(args.sweep).resolve())
         command = ["run", spec] + [x for s in args.set for x in ("--set", s)] + \
                   (["--name", args.name] if args.name else [])
     _check_not_locked(store)
     profile = slurm.load_profile(args.profile, jobs=args.jobs, partition=args.partition, walltime=args.walltime)
+    from seqphase.sweeps.limits import check_plan_memory
+
+    check_plan_memory(plan, "slurm", slurm_profile=profile)  # what the driver job would refuse
     cwd = Path.cwd()
     log_directory = slurm.log_directory_of(profile, cwd)
     slurm.credentials_parent(profile, cwd)  # the driver makes the run's TLS credentials there: checked now
@@ -342,6 +347,7 @@ def cmd_query(args):
     if not args.output:
         write_table(args.sweep, args.store, sys.stdout, fmt=args.format, include_all=args.all)
         return 0
+    _check_output_file(args.output)
     tmp = f"{args.output}.{os.getpid()}.partial"  # the file appears whole or not at all
     try:
         with open(tmp, "w") as handle:
@@ -351,6 +357,17 @@ def cmd_query(args):
         if os.path.exists(tmp):
             os.unlink(tmp)
     return 0
+
+
+def _check_output_file(path):
+    """SeqphaseError (-o) unless `path` can be written as a file: not a folder, its folder exists."""
+    from pathlib import Path
+
+    path = Path(path)
+    if path.is_dir():
+        raise SeqphaseError("-o", f"{path} is a folder", "give a file name, e.g. -o table.csv")
+    if not path.parent.is_dir():
+        raise SeqphaseError("-o", f"the folder {path.parent} does not exist", "create it first, or give another path")
 
 
 def cmd_verify(args):
@@ -421,6 +438,7 @@ def cmd_plot(args):
 
     if not args.output.lower().endswith(".png"):
         raise SeqphaseError("-o", f"{args.output!r} is not a .png file", "write e.g. -o figure.png")
+    _check_output_file(args.output)
     ds = open_results(args.sweep, args.store)
     companions = {}
     for role, name in json.loads(ds.attrs.get("plot", "{}")).items():
@@ -432,7 +450,7 @@ def cmd_plot(args):
             except SeqphaseError:
                 print(f"seqphase: note: {name} is not in the store; run it to draw its curves ({role}) here",
                       file=sys.stderr)
-    plot_sweep(ds, args.output, companions)
+    plot_sweep(ds, args.output, companions, import_model=args.import_model)
     print(f"seqphase: wrote {args.output}", file=sys.stderr)
     return 0
 

@@ -27,7 +27,7 @@ class AddressBackend(Backend):
         with worker_config():
             try:
                 client = Client(self.cluster, timeout="20s", security=self.security)
-            except (OSError, TimeoutError) as exc:
+            except (OSError, TimeoutError, ValueError) as exc:  # ValueError: a scheme Dask cannot dial (file://)
                 raise ClusterError("--cluster", f"cannot reach the scheduler at {self.cluster} ({exc})",
                                    "start it (dask scheduler) or check the address")
             try:

@@ -131,6 +131,10 @@ def run_sweep(plan, group, client, *, mode="resume", retries=DEFAULT_RETRIES, pr
     parts = Parts(group.store.path, group.name)
     if parts.points():  # kept works of points stored since (a driver killed between the two): read the ledger
         parts.prune(stored_hashes(group))
+        legacy = parts.drop_legacy()
+        if legacy:
+            stream.write(f"seqphase: note: {legacy} kept works in the earlier pickle format were removed unread "
+                         "(a pickle can run code); their works are recomputed\n")
     run_index = group.start_run({"mode": mode, "host": socket.gethostname(), "pid": os.getpid(),
                                  "scheduler": client.scheduler.address, "submitted": len(todo),
                                  "slurm_job_id": os.environ.get("SLURM_JOB_ID", ""),

@@ -176,8 +176,9 @@ class Profile:
             memory=self.memory, walltime=self.walltime, job_name=WORKER_JOB_PREFIX,
             # The log lines are written here, not by dask-jobqueue's `log_directory`, which would create
             # the folder as soon as a job script is rendered (a refused profile must leave no trace).
-            job_extra_directives=[f"-e {log_directory}/{WORKER_JOB_PREFIX}-%J.err",
-                                  f"-o {log_directory}/{WORKER_JOB_PREFIX}-%J.out"] + list(self.job_extra_directives),
+            job_extra_directives=[f"-e {sbatch_path(f'{log_directory}/{WORKER_JOB_PREFIX}-%J.err', 'log directory')}",
+                                  f"-o {sbatch_path(f'{log_directory}/{WORKER_JOB_PREFIX}-%J.out', 'log directory')}"]
+            + list(self.job_extra_directives),
             job_directives_skip=list(self.job_directives_skip),
             job_script_prologue=_worker_environ_prologue() + list(self.job_script_prologue),
             worker_extra_args=extra_args, interface=self.interface, local_directory=self.local_directory,
@@ -251,6 +252,7 @@ def load_profile(path=None, *, jobs=None, partition=None, walltime=None):
         profile.driver.partition = profile.partition
     if profile.driver.account is None:
         profile.driver.account = profile.account
+    check_sbatch_values(profile)
     return profile
 
 
@@ -368,10 +370,62 @@ def worker_job_script(profile, log_directory):
     return job.job_script()
 
 
+# -- what goes into #SBATCH lines ------------------------------------------------------------------------
+#: SLURM's partition and account names (a partition may be a comma-separated list).
+_SLURM_NAME = re.compile(r"[A-Za-z0-9_.+-]+(,[A-Za-z0-9_.+-]+)*")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def sbatch_value(value, where, name=False):
+    """`value` as it may go into a job script's #SBATCH line: no control character (a newline would start a
+    line of shell), no double quote (paths are quoted), and for a partition or account SLURM's own name
+    syntax. ClusterError naming `where` otherwise."""
+    text = str(value)
+    if _CONTROL.search(text) or '"' in text:
+        raise ClusterError(where, f"{text!r} holds a control character (newline, tab, ...) or a double quote",
+                           "remove it: a job script line must hold the value alone")
+    if name and not _SLURM_NAME.fullmatch(text):
+        raise ClusterError(where, f"{text!r} is not a SLURM name", "use letters, digits, '_', '.', '+', '-' "
+                           "(several partitions separated by commas)")
+    return text
+
+
+def sbatch_path(path, where):
+    """A path for an #SBATCH option, checked (`sbatch_value`) and double-quoted (spaces are allowed)."""
+    return '"' + sbatch_value(path, where) + '"'
+
+
+def check_sbatch_values(profile):
+    """Every value of the profile that reaches a job script, checked before any script is written."""
+    source = profile.source
+    for key in ("partition", "account"):
+        for prefix, owner in (("", profile), ("driver.", profile.driver)):
+            if getattr(owner, key) is not None:
+                sbatch_value(getattr(owner, key), f"{source}: {prefix}{key}", name=True)
+    for key in ("memory", "walltime", "lifetime", "lifetime_stagger", "interface", "local_directory",
+                "log_directory", "python"):
+        if getattr(profile, key) is not None:
+            sbatch_value(getattr(profile, key), f"{source}: {key}")
+    for key in ("memory", "walltime"):
+        if getattr(profile.driver, key) is not None:
+            sbatch_value(getattr(profile.driver, key), f"{source}: driver.{key}")
+    for key, items in (("job_extra_directives", profile.job_extra_directives),
+                       ("job_directives_skip", profile.job_directives_skip),
+                       ("job_script_prologue", profile.job_script_prologue),
+                       ("driver.job_extra_directives", profile.driver.job_extra_directives)):
+        for item in items:
+            if not isinstance(item, str):
+                raise ClusterError(f"{source}: {key}", f"{item!r} is not a string", "write each entry as a string")
+            if _CONTROL.search(item):
+                raise ClusterError(f"{source}: {key}", f"{item!r} holds a control character (newline, tab, ...)",
+                                   "one directive per entry, on one line")
+
+
 def driver_job_script(profile, command, job_name, log_directory, cwd):
     d = profile.driver
-    lines = ["#!/usr/bin/env bash", f"#SBATCH -J {job_name}", f"#SBATCH -o {log_directory}/{DRIVER_JOB_PREFIX}-%j.out",
-             f"#SBATCH -e {log_directory}/{DRIVER_JOB_PREFIX}-%j.out", f"#SBATCH -D {cwd}", "#SBATCH -n 1",
+    logs = sbatch_path(f"{log_directory}/{DRIVER_JOB_PREFIX}-%j.out", "log directory")
+    lines = ["#!/usr/bin/env bash", f"#SBATCH -J {job_name}", f"#SBATCH -o {logs}",
+             f"#SBATCH -e {logs}", f"#SBATCH -D {sbatch_path(cwd, 'working directory')}", "#SBATCH -n 1",
              f"#SBATCH --cpus-per-task={d.cpus}", f"#SBATCH --mem={_slurm_memory(d.memory, profile.source)}"]
     if d.walltime:
         lines.append(f"#SBATCH -t {d.walltime}")

@@ -18,7 +18,7 @@ class SeqphaseError(Exception):
         text = f"{self.field}: {self.message}" if self.field else self.message
         if self.fix:
             text += f" (fix: {self.fix})"
-        return text
+        return text.replace("\r", "\\r").replace("\n", "\\n")  # one line, whatever a name holds
 
 
 class ParameterError(SeqphaseError):

@@ -450,7 +450,7 @@ def get_model(name):
     if ":" in name:
         try:
             cls = _load(name)
-        except (ImportError, AttributeError) as exc:
+        except (ImportError, AttributeError, ValueError, TypeError) as exc:  # ".mod:X", ":X": not importable
             raise ParameterError("model", f"cannot import user model {name!r}: {exc}",
                                  "make the module importable (PYTHONPATH) on the driver and the workers")
         if not (isinstance(cls, type) and issubclass(cls, Model)):

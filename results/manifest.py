@@ -28,6 +28,7 @@ in by the next run (`reconcile`). A chunk's own crc32c (the last 4 bytes) still 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from seqphase.core.errors import StoreError
@@ -43,6 +44,24 @@ def manifest_path(folder):
 
 def group_identity(attrs):
     return {"created_at": attrs.get("created_at", ""), "identity_hash": attrs.get("identity_hash", "")}
+
+
+_CHUNK_KEY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}/c/[0-9]{1,9}(/[0-9]{1,9})*")
+
+
+def _check_entries(chunks, metadata):
+    """ValueError unless the manifest's entries are what a run writes: chunk keys ARRAY/c/I/J/... (a plain
+    array name, integer indices: no path can be built out of the group from them) with [bytes, crc], and
+    metadata objects under plain array names."""
+    if not isinstance(chunks, dict) or not isinstance(metadata, dict):
+        raise ValueError("chunks and metadata must be objects")
+    for key, entry in chunks.items():
+        if not _CHUNK_KEY.fullmatch(key) or not (isinstance(entry, list) and len(entry) == 2 and
+                                                 all(isinstance(v, int) and not isinstance(v, bool) for v in entry)):
+            raise ValueError(f"chunk entry {key!r}")
+    for name, meta in metadata.items():
+        if not _CHUNK_KEY.fullmatch(f"{name}/c/0") or not isinstance(meta, dict):
+            raise ValueError(f"metadata entry {name!r}")
 
 
 class Manifest:
@@ -79,7 +98,7 @@ class Manifest:
             data = json.loads(text)
             if not isinstance(data, dict) or data.get("format") != FORMAT:
                 raise ValueError("not a seqphase manifest")
-            data["chunks"], data["metadata"]  # noqa: B018 -- both must be there
+            _check_entries(data["chunks"], data["metadata"])
         except (ValueError, KeyError, TypeError) as exc:
             raise StoreError(str(path), f"corrupted chunk manifest ({exc})",
                              f"restore it from a copy, or delete it: the next `seqphase run` starts a new one from "

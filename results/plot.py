@@ -3,8 +3,9 @@
 The drawing itself belongs to the model: `Model.figure(method, ...)` delegates to the method object,
 whose default is the generic figure of `core/figures.py` (SE lines, GAMP points on the SE line,
 thresholds two ways) and which a family overrides in its `core/<family>/figures.py` (deep tied
-attention draws the paper's figures there). This module holds no model's code. A user model that
-cannot be imported here gets the generic figure of its method.
+attention draws the paper's figures there). This module holds no model's code. A user model
+("module:Class") is imported only when asked (`seqphase plot --import-model`): the model a store names is
+data, not code to run. Without it the sweep gets the generic figure of its method.
 """
 
 from __future__ import annotations
@@ -15,34 +16,49 @@ import numpy as np
 
 from seqphase.core import figures
 from seqphase.core.errors import SeqphaseError
-from seqphase.core.models import get_model
+from seqphase.core.models import MODELS, get_model
 from seqphase.results.store import DONE, STATUS_NAMES
 
 
-def plot_sweep(ds, path, companions=None):
+def plot_sweep(ds, path, companions=None, import_model=False):
     """Draw `ds` to `path`. `companions` maps a role to another sweep's Dataset: the `[plot]` table of
     a spec may name `se_sweep` (a GAMP spec: its dense SE curve is drawn under the GAMP points) and, for
     the models that use them, other `*_sweep` roles (see `core/smi/figures.py`). Companions are masked to their done points too."""
     plt = _pyplot()
-    fig = make_figure(ds, companions)
+    fig = make_figure(ds, companions, import_model=import_model)
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
 
 
-def make_figure(ds, companions=None):
-    """The Figure of a stored sweep (not saved). A sweep with no finished point is a SeqphaseError."""
+def make_figure(ds, companions=None, import_model=False):
+    """The Figure of a stored sweep (not saved). A sweep with no finished point is a SeqphaseError.
+    `import_model`: a user model named by the store ("module:Class") is imported to draw its own figure
+    (`seqphase plot --import-model`); without it only shipped models draw theirs."""
     plt = _pyplot()
     _require_done(ds)
     model_name, method = ds.attrs.get("model"), ds.attrs.get("method")
     ds = ds.where(ds["status"] == DONE)
     companions = {role: done_only(other) for role, other in (companions or {}).items()}
-    try:
+    # Only a shipped model draws its own figure unless asked: the model a store names is data, and importing
+    # the module it names would run code chosen by whoever wrote the store. Other models: the generic figure.
+    model = None
+    if model_name in MODELS:
         model = get_model(model_name)
-    except SeqphaseError:  # a user model not importable here: the generic figure of its method
-        fig = figures.generic(plt, ds, method, companions)
-    else:
+    elif import_model and isinstance(model_name, str):
+        try:
+            model = get_model(model_name)
+        except SeqphaseError:  # a user model not importable here: the generic figure of its method
+            model = None
+    if model is not None:
         fig = model.figure(method, plt, ds, companions)
+    else:
+        try:
+            fig = figures.generic(plt, ds, method, companions)
+        except KeyError as exc:  # the generic figure of a method names variables this sweep does not have
+            raise SeqphaseError(ds.attrs.get("seqphase_sweep", "SWEEP"), f"no generic figure of method {method!r} "
+                                f"for model {model_name!r} (it draws variables this sweep lacks: {exc})",
+                                "read the values with seqphase query and draw them yourself") from None
     title = ds.attrs.get("title", ds.attrs.get("seqphase_sweep", "")) + run_size_note(ds)
     width = fig.get_size_inches()[0]
     fig.suptitle(textwrap.fill(title, max(40, int(width * 13))), fontsize=10)

@@ -62,14 +62,18 @@ def open_results(sweep, store=None, lazy=False):
 
 
 def _open_dataset(group, chunks=None):
-    """The group as a lazy Dataset (the group's own consolidated metadata when present: one file read), grid
-    dims sorted. Opened at the group's folder, not through the root: a group that the root's consolidated
+    """The group as a lazy Dataset, grid dims sorted. It is read from each array's own metadata, the files
+    that opening the group checked (names, sizes, links), never from a consolidated copy that could declare
+    something else; folders of the group that are not its arrays are left out unread. Opened at the group's folder, not through the root: a group that the root's consolidated
     metadata does not list (copied in from another store) opened through the root raised a bare KeyError."""
     import xarray as xr
 
     with _quiet():
         warnings.filterwarnings("ignore", message=".*Failed to open Zarr store with consolidated metadata.*")
-        ds = xr.open_zarr(str(group.store.path / group.name), chunks=chunks)
+        known = set(group.arrays) | set(group.extra)  # anything else in the folder is not read at all
+        others = [p.name for p in group.folder.iterdir() if p.is_dir() and p.name not in known]
+        ds = xr.open_zarr(str(group.store.path / group.name), chunks=chunks, consolidated=False,
+                          drop_variables=others)
     for dim in group.dims:
         if ds.sizes[dim] > 1:
             ds = ds.sortby(dim)

@@ -1,8 +1,10 @@
 """After `seqphase reproduce` has run a paper's sweeps: open them, draw one figure per sweep, compute the
 agreement table (results/report.py) and write the report folder (index.html, agreement.csv, figures/).
 
-The folder is written beside itself first (DIR.partial) and swapped in at the end, so a report folder is
-always whole; a previous report in DIR (it holds the marker file) is replaced.
+The folder is written beside itself first (a new folder .DIR.<random>.partial that this run creates) and
+swapped in at the end, so a report folder is always whole; a previous report in DIR (it holds the marker
+file) is replaced. Only folders this run created are removed: an existing DIR.partial or DIR.old (someone
+else's) is left alone.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import platform
 import shutil
 import socket
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -25,10 +28,24 @@ from seqphase.results.store import DONE, git_revision
 
 def write(paper, quick, store, out, plans, timings):
     out = Path(out)
-    tmp = out.with_name(out.name + ".partial")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    (tmp / "figures").mkdir(parents=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))  # ours alone
+    try:
+        rows = _write(paper, quick, store, out, plans, timings, tmp)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if out.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=out.parent))
+        os.rename(out, old)  # onto the empty folder just made: the name is ours
+        os.rename(tmp, out)
+        shutil.rmtree(old)
+    else:
+        os.rename(tmp, out)
+    return rows
+
+
+def _write(paper, quick, store, out, plans, timings, tmp):
+    (tmp / "figures").mkdir()
     names = {plan.sweep.name: run for run, plan in plans}
     opened = {name: open_results(name, store.path) for name in names}
     by_spec = {}
@@ -84,15 +101,6 @@ def write(paper, quick, store, out, plans, timings):
                   "CPU s (sum of point times)": f"{sum(t['cpu_s'] for _, _, t in runs):.1f}"}
     report.write_html(tmp / "index.html", paper, quick, figures, rows, provenance, runs)
     (tmp / report.MARKER).write_text(f"seqphase reproduce {paper.id}\n")
-    if out.exists():
-        old = out.with_name(out.name + ".old")
-        if old.exists():
-            shutil.rmtree(old)
-        os.rename(out, old)
-        os.rename(tmp, out)
-        shutil.rmtree(old)
-    else:
-        os.rename(tmp, out)
     return rows
 
 

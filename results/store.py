@@ -29,7 +29,9 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import math
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -96,6 +98,7 @@ class Store:
         """Raise StoreError unless the path is a seqphase store (or absent/empty: then create it if
         `create`, accept it if `allow_missing`)."""
         root_meta = self.path / "zarr.json"
+        _refuse_under_file(self.path)
         if not self.path.exists() or (self.path.is_dir() and not any(self.path.iterdir())):
             if allow_missing and not create:
                 return self
@@ -118,6 +121,10 @@ class Store:
         if meta.get("node_type") != "group" or "seqphase_store_format" not in attrs:
             raise StoreError(str(self.path), "is a zarr store written by something else (no seqphase_store_format)",
                              "choose another --store path; nothing was written")
+        found = attrs["seqphase_store_format"]
+        if isinstance(found, bool) or not isinstance(found, int):
+            raise StoreError(str(root_meta), f"corrupted store metadata (store format {found!r} is not a number)",
+                             "restore the store from a copy or choose another --store path; nothing was written")
         if attrs["seqphase_store_format"] > STORE_FORMAT:
             raise StoreError(str(self.path), f"store format {attrs['seqphase_store_format']} is newer than "
                              f"this seqphase ({STORE_FORMAT})", "upgrade seqphase")
@@ -184,20 +191,25 @@ class Store:
     def sweep_names(self):
         self.check()
         return sorted(p.name for p in self.path.iterdir()
-                      if (p / "zarr.json").is_file() and not p.name.startswith("."))
+                      if (p / "zarr.json").is_file() and not p.name.startswith(".") and _valid_name(p.name))
 
-    def open_sweep(self, name):
+    def open_sweep(self, name, write=False):
+        """The sweep's group, read-only unless `write` (then the caller holds the lock): a read-only group
+        is opened without changing a byte of the store."""
+        check_name(name)
         self.check()
         if not (self.path / name / "zarr.json").is_file():
             known = ", ".join(self.sweep_names()) or "none"
             raise StoreError(name, f"no results for this sweep in {self.path} (stored: {known})",
                              f"run it first: seqphase run {name} --store {self.path}")
-        return SweepGroup(self, name)
+        return SweepGroup(self, name, repair=write)
 
     def prepare(self, plan):
         """Create the sweep's group (template written once) or check and extend the existing one."""
         self.check(create=True)
         name = plan.sweep.name
+        check_name(name)
+        refuse_links(self.path, name)
         self.unconsolidate(name)
         if (self.path / name / "zarr.json").is_file():
             group = SweepGroup(self, name)
@@ -216,6 +228,8 @@ class SweepGroup:
     """One sweep's group: the ledger, region writes of single points, and grid extension."""
 
     def __init__(self, store, name, repair=True):
+        """`repair` (a writer holding the lock): roll back an interrupted grid extension. Without it the
+        group is opened read-only and nothing is written; a grid caught mid-extension is refused."""
         import zarr
 
         from seqphase.results.durable import DurableStore
@@ -226,12 +240,14 @@ class SweepGroup:
         self.repaired = {}  # damaged chunks reset by repair_damage(): {(array, chunk): reason}
         self.damaged_cells = 0
         where = f"{store.path}/{name}"
+        migrating = name.startswith(".") and name.endswith(".migrating")  # `seqphase migrate`: .NAME.migrating
+        check_name(name[1:-len(".migrating")] if migrating else name)
         meta_file = self.folder / "zarr.json"
         _parse_metadata(meta_file, where)
         self.zstore = DurableStore(store.path)  # durable, journaled writes (results/durable.py)
         with _quiet():
             try:
-                self.group = zarr.open_group(self.zstore, mode="r+", path=name, zarr_format=3,
+                self.group = zarr.open_group(self.zstore, mode="r+" if repair else "r", path=name, zarr_format=3,
                                              use_consolidated=False)
             except Exception as exc:  # zarr raises several types for broken metadata
                 raise StoreError(str(meta_file), f"corrupted sweep group metadata ({_short(exc)})",
@@ -242,9 +258,12 @@ class SweepGroup:
                 raise StoreError(where, f"not a seqphase sweep group (missing attribute {key!r})",
                                  "choose another --name or --store; nothing was written")
         self.attrs = attrs
-        self.layout = int(attrs.get("store_layout", 1))
-        self.dims = list(attrs["point_dims"])
-        self.variables = list(attrs["variables"])
+        self.layout = _attr_int(attrs, "store_layout", 1, where)
+        self.dims = _attr_names(attrs, "point_dims", where)
+        self.variables = _attr_names(attrs, "variables", where)
+        _check_runs(attrs.get("runs", []), where)
+        _check_json_attrs(attrs, where)
+        _refuse_linked_folders(self.folder, self.dims + list(LEDGER) + self.variables, where)
         self.manifest = Manifest.load(self.folder, attrs)  # None: written before manifests (or by no run yet)
         self.lost = set()  # arrays whose folder is gone (the manifest knows their metadata and chunks)
         self.arrays = {}
@@ -258,6 +277,8 @@ class SweepGroup:
                 continue
             self.arrays[array] = _open_array(self.group, array, self.folder, where)
         self._check_coordinates(where)
+        _check_sizes(self.arrays, self.dims, where)
+        self.extra = _extra_coordinates(self.group, self.folder, self.arrays, self.dims, where)
         if repair:
             self._repair_interrupted_extension()
         self.coords = {}
@@ -269,10 +290,19 @@ class SweepGroup:
                 raise StoreError(f"{where}/{d}", f"damaged coordinate data ({_short(exc)})",
                                  f"restore {self.folder / d} from a copy, or move {where} aside and rerun "
                                  "the sweep; nothing was written") from None
+            if not repair and _valid_length(self.coords[d]) < len(self.coords[d]):
+                raise StoreError(where, f"its grid is being extended (coordinate {d!r} ends in unwritten values): "
+                                 "a run is under way, or one was interrupted", f"wait for the run to end, or rerun "
+                                 f"`seqphase run {name}` to finish the extension; nothing was written")
         shape = tuple(len(self.coords[d]) for d in self.dims)
         self.grid_shape = shape
         for name_ in list(LEDGER) + self.variables:
-            if repair and name_ not in self.lost and tuple(self.arrays[name_].shape[: len(self.dims)]) != shape:
+            if name_ not in self.lost and tuple(self.arrays[name_].shape[: len(self.dims)]) != shape:
+                if not repair:
+                    raise StoreError(where, f"its grid is being extended (array {name_!r} has shape "
+                                     f"{self.arrays[name_].shape[: len(self.dims)]}, the grid is {shape}): a run is "
+                                     "under way, or one was interrupted", f"wait for the run to end, or rerun "
+                                     f"`seqphase run {name}` to finish the extension; nothing was written")
                 raise StoreError(where, f"corrupted sweep group (array {name_!r} has shape "
                                  f"{self.arrays[name_].shape}, grid is {shape})",
                                  "restore it from a copy or run under another --name")
@@ -387,11 +417,7 @@ class SweepGroup:
         for axis, dim in enumerate(self.dims):
             coord = self.group[dim]
             values = coord[:]
-            valid = len(values)
-            # A coordinate resized but never filled ends in fill values: those slots were never written.
-            while valid and ((values.dtype.kind == "f" and np.isnan(values[valid - 1])) or
-                             (values.dtype.kind == "U" and values[valid - 1] == "")):
-                valid -= 1
+            valid = _valid_length(values)
             with _quiet():
                 shrink = [name for name in list(LEDGER) + list(self.variables)
                           if name not in self.lost and self.group[name].shape[axis] > valid]
@@ -591,6 +617,179 @@ class SweepGroup:
     def cell_params(self, index):
         """The grid coordinates of a cell, as plain Python values."""
         return {d: _python(self.coords[d][i]) for d, i in zip(self.dims, index)}
+
+
+def _valid_length(values):
+    """Length of a coordinate without its tail of fill values (slots resized but never written)."""
+    valid = len(values)
+    while valid and ((values.dtype.kind == "f" and np.isnan(values[valid - 1])) or
+                     (values.dtype.kind == "U" and values[valid - 1] == "")):
+        valid -= 1
+    return valid
+
+
+# -- what a store may hold: names, paths and sizes are checked before they are used --------------------
+_ARRAY_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+
+
+def _valid_name(name):
+    from seqphase.sweeps.spec import NAME_PATTERN
+
+    return isinstance(name, str) and NAME_PATTERN.fullmatch(name) is not None
+
+
+def check_name(name):
+    """SpecError unless `name` is a valid sweep name (no path separators, no '..', no control characters)."""
+    if not _valid_name(name):
+        from seqphase.core.errors import SpecError
+
+        raise SpecError("SWEEP", f"{name!r} is not a valid sweep name",
+                        "use lower-case letters, digits, '-', '_' or '.', starting with a letter or digit")
+
+
+_GROUP_FIX = "restore the group from a copy, or move it aside; nothing was written"
+_ATTR_FIX = "restore the group's zarr.json from a copy, or move the group aside; nothing was written"
+
+
+def _attr_names(attrs, key, where):
+    """The group attribute `key` as a list of array names, each a plain file name (StoreError otherwise)."""
+    value = attrs[key]
+    if not isinstance(value, list) or not all(isinstance(v, str) and _ARRAY_NAME.fullmatch(v) and v not in (".", "..")
+                                              for v in value) or len(set(value)) != len(value):
+        raise StoreError(where, f"corrupted sweep group (attribute {key!r} is not a list of array names)",
+                         _ATTR_FIX)
+    return list(value)
+
+
+def _check_runs(runs, where):
+    """The group's run records: a list of objects whose measured widths are numbers (StoreError otherwise)."""
+    numbers = ("works", "work_s", "chain_s", "longest_work_s")
+    if not isinstance(runs, list) or not all(
+            isinstance(run, dict) and ("work_s" not in run or all(
+                isinstance(run.get(k), (int, float)) and not isinstance(run.get(k), bool) for k in numbers))
+            for run in runs):
+        raise StoreError(where, "corrupted sweep group (attribute 'runs' is not a list of run records)",
+                         _ATTR_FIX)
+
+
+def _check_json_attrs(attrs, where):
+    """The attributes held as JSON text (the resolved spec, the plot table, the settings, the status codes):
+    each, when present, a string holding a JSON object (StoreError otherwise)."""
+    for key in ("spec_resolved", "plot", "settings", "status_codes"):
+        if key not in attrs:
+            continue
+        try:
+            ok = isinstance(attrs[key], str) and isinstance(json.loads(attrs[key]), dict)
+        except ValueError:
+            ok = False
+        if not ok:
+            raise StoreError(where, f"corrupted sweep group (attribute {key!r} is not a JSON object)", _ATTR_FIX)
+
+
+def _attr_int(attrs, key, default, where):
+    value = attrs.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise StoreError(where, f"corrupted sweep group (attribute {key!r} = {value!r} is not a number)",
+                         _ATTR_FIX)
+    return value
+
+
+def _refuse_under_file(path):
+    """StoreError when a folder above `path` is a file (the store cannot be there)."""
+    for parent in Path(path).absolute().parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise StoreError(str(path), f"{parent} is a file, not a folder", "give a --store path under a folder")
+            return
+
+
+def _link_error(path, where):
+    return StoreError(where, f"{path} is a symbolic link: a run would write where it points, outside the store",
+                      "replace the link by the folder it points to (a copy), or move the group aside; nothing was "
+                      "written")
+
+
+def _refuse_linked_folders(folder, arrays, where):
+    """StoreError when the group's folder or an array's folder is a symbolic link."""
+    for path in [folder] + [folder / a for a in arrays]:
+        if path.is_symlink():
+            raise _link_error(path, where)
+
+
+def refuse_links(store_path, name):
+    """Before a run writes: StoreError when anything a run writes under is a symbolic link (a write through
+    it would land outside the store): the group's folder and everything in it, the manifests (.seqphase/)
+    and the kept works (.seqphase-parts/)."""
+    from seqphase.results.parts import FOLDER
+
+    store_path = Path(store_path)
+    where = f"{store_path}/{name}"
+    for top in (store_path / name, store_path / ".seqphase", store_path / FOLDER):
+        if top.is_symlink():
+            raise _link_error(top, where)
+        for root, dirs, files in os.walk(top):
+            for entry in dirs + files:
+                if os.path.islink(os.path.join(root, entry)):
+                    raise _link_error(Path(root) / entry, where)
+
+
+def _extra_coordinates(group, folder, arrays, dims, where):
+    """{dim: array} of the coordinates of the method's own dims (seed, iteration, ...), each checked: a plain
+    name, not a link, one-dimensional and as long as that dim in the arrays that use it."""
+    lengths = {}
+    for arr in arrays.values():
+        names = getattr(arr.metadata, "dimension_names", None) or ()
+        for dim, n in zip(names, arr.shape):
+            if dim is not None and dim not in dims:
+                lengths.setdefault(dim, set()).add(int(n))
+    out = {}
+    fix = _GROUP_FIX
+    for dim, ns in sorted(lengths.items()):
+        if not _ARRAY_NAME.fullmatch(dim) or dim in (".", "..") or len(ns) > 1:
+            raise StoreError(where, f"corrupted sweep group (dimension {dim!r} of lengths {sorted(ns)})", fix)
+        if (folder / dim).is_symlink():
+            raise _link_error(folder / dim, where)
+        if (folder / dim / "zarr.json").is_file():
+            arr = _open_array(group, dim, folder, where)
+            if tuple(arr.shape) != (next(iter(ns)),):
+                raise StoreError(f"{where}/{dim}", f"corrupted coordinate (shape {tuple(arr.shape)}, the arrays use "
+                                 f"{sorted(ns)})", fix)
+            out[dim] = arr
+    return out
+
+
+def _check_sizes(arrays, dims, where):
+    """Before anything is read: the grid, the chunks and the bytes of one point that the metadata declares are
+    within the limits of `sweeps/limits.py` (StoreError otherwise; nothing allocated)."""
+    from seqphase.sweeps.limits import MAX_CHUNKS, MAX_POINT_BYTES, MAX_POINTS
+
+    fix = _GROUP_FIX
+    grid = 1
+    for d in dims:
+        shape = tuple(arrays[d].shape)
+        if len(shape) != 1:
+            raise StoreError(f"{where}/{d}", f"corrupted coordinate (shape {shape}, not one-dimensional)", fix)
+        grid *= shape[0]
+    if grid > MAX_POINTS:
+        raise StoreError(where, f"declares a grid of {grid:,} points, more than the {MAX_POINTS:,} a sweep may hold",
+                         fix)
+    for name, arr in arrays.items():
+        shape, chunks = tuple(arr.shape), tuple(arr.chunks)
+        if len(chunks) != len(shape) or any(int(c) < 1 and int(n) > 0 for n, c in zip(shape, chunks)):
+            raise StoreError(f"{where}/{name}", f"corrupted array metadata (chunks {chunks} for shape {shape})", fix)
+        count = math.prod(-(-int(n) // int(c)) if int(n) else 0 for n, c in zip(shape, chunks))
+        if count > MAX_CHUNKS:
+            raise StoreError(f"{where}/{name}", f"declares {count:,} chunks, more than the {MAX_CHUNKS:,} an array "
+                             "may have", fix)
+        if name in dims:
+            continue
+        point_bytes = math.prod(int(n) for n in shape[len(dims):]) * np.dtype(arr.dtype).itemsize
+        if len(shape) < len(dims) or point_bytes > MAX_POINT_BYTES:
+            raise StoreError(f"{where}/{name}", f"declares {point_bytes:,} bytes a point (shape {shape}), more than "
+                             f"the {MAX_POINT_BYTES:,} a point may hold", fix)
+        if math.prod(int(n) for n in shape[:len(dims)]) > MAX_POINTS:
+            raise StoreError(f"{where}/{name}", f"declares a grid of shape {shape[:len(dims)]}, more than the "
+                             f"{MAX_POINTS:,} points a sweep may hold", fix)
 
 
 def _restore_fix(meta_file, where):

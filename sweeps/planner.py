@@ -17,6 +17,7 @@ import itertools
 from dataclasses import dataclass, field
 
 from seqphase.core.models import get_model
+from seqphase.sweeps.limits import check_count, grid_size
 from seqphase.sweeps.spec import canonical_json
 
 
@@ -96,6 +97,7 @@ def plan_sweep(sweep):
     coords.update({name: list(values) for name, values in sweep.setting_axes.items()})
     coords.update(model.method_axes(sweep.method, sweep.settings))
     dims = list(coords)
+    check_count(grid_size(len(coords[d]) for d in dims), "params")  # before a point is made
     identity = sweep_identity(sweep)
     points = [make_point(model, identity, dims, values)
               for values in itertools.product(*(coords[d] for d in dims))]

@@ -40,9 +40,10 @@ except ModuleNotFoundError:  # pragma: no cover
 
 from seqphase.core.errors import ParameterError, SpecError
 from seqphase.core.models import LIST_KINDS, canonical_float, get_model
+from seqphase.sweeps.limits import check_count, grid_size
 
 TOP_LEVEL_KEYS = {"name", "title", "description", "reference", "model", "seed", "params", "method", "plot"}
-NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9._-]{0,127}")  # matched whole (fullmatch): no trailing newline
 
 
 @dataclass
@@ -108,7 +109,7 @@ def parse_sweep(raw, source="<spec>", text="", overrides=(), rename=None):
         if key not in raw:
             raise SpecError(key, "missing", f"add `{key} = ...` to the spec")
     name = rename or raw["name"]
-    if not isinstance(name, str) or not NAME_PATTERN.match(name):
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name) or ".." in name:
         raise SpecError("name", f"{name!r} is not a valid sweep name",
                         "use lower-case letters, digits, '-', '_' or '.'")
     seed = raw.get("seed", 0)
@@ -149,6 +150,8 @@ def parse_sweep(raw, source="<spec>", text="", overrides=(), rename=None):
         for pname, values in params.items():
             if len(set(map(repr, values))) != len(values):
                 raise SpecError(f"params.{pname}", "repeated values", "list each value once")
+        check_count(grid_size([len(v) for v in params.values()] + [len(v) for v in setting_axes.values()]),
+                    "params")
         # Relations between parameters are checked on every point before anything runs.
         for point in _each_combination(params):
             model.check_point(method, point)
@@ -224,6 +227,7 @@ def expand_values(value, where):
         num = value["num"]
         if isinstance(num, bool) or not isinstance(num, int) or num < 1:
             raise SpecError(f"{where}.num", f"expected a positive integer, got {num!r}")
+        check_count(num, f"{where}.num", "values")
         scale = value.get("scale", "linear")
         try:
             start, stop = float(value["start"]), float(value["stop"])
@@ -241,6 +245,7 @@ def expand_values(value, where):
     if isinstance(value, list):
         if not value:
             raise SpecError(where, "empty list", "give at least one value")
+        check_count(len(value), where, "values")
         return list(value)
     return [value]
 
@@ -327,7 +332,27 @@ def _json_default(obj):
 
 
 def sweep_from_resolved(resolved, text=""):
-    """Rebuild a Sweep from the resolved form stored in a sweep group (for retry-failed)."""
+    """Rebuild a Sweep from the resolved form stored in a sweep group (for retry-failed): what a store holds
+    is checked like a spec (a name, model and grid that a spec could not give are refused)."""
+    where = "spec_resolved (stored)"
+    fix = "restore the group from a copy, or run the sweep from its spec (seqphase run SPEC)"
+    if not isinstance(resolved, dict) or not isinstance(resolved.get("params"), dict) or \
+            not isinstance(resolved.get("settings"), dict) or not isinstance(resolved.get("setting_axes", {}), dict):
+        raise SpecError(where, "not a resolved sweep", fix)
+    name = resolved.get("name")
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name) or ".." in name:
+        raise SpecError(f"{where}: name", f"{name!r} is not a valid sweep name", fix)
+    if not isinstance(resolved.get("model"), str) or not isinstance(resolved.get("method"), str):
+        raise SpecError(f"{where}: model", "model and method must be names", fix)
+    seed = resolved.get("seed")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise SpecError(f"{where}: seed", f"{seed!r} is not a non-negative integer", fix)
+    axes = list(resolved["params"].values()) + list(resolved.get("setting_axes", {}).values())
+    if not all(isinstance(v, list) and v for v in axes):
+        raise SpecError(f"{where}: params", "each parameter must be a non-empty list of values", fix)
+    check_count(grid_size(len(v) for v in axes), f"{where}: params")
+    if not isinstance(resolved.get("overrides", []), list):
+        raise SpecError(f"{where}: overrides", "must be a list", fix)
     return Sweep(name=resolved["name"], title=resolved.get("title", resolved["name"]), description="",
                  reference="", model=resolved["model"], method=resolved["method"], seed=resolved["seed"],
                  params={k: list(v) for k, v in resolved["params"].items()}, settings=resolved["settings"],

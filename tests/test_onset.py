@@ -355,12 +355,12 @@ def test_design_reads_a_cheaper_design_off_a_point(tmp_path, monkeypatch, capsys
     assert "--sizes 4" in capsys.readouterr().err
     # a point still running: the design complete, the whole point not (its largest size): the design alone
     folder = store / ".seqphase-parts" / script.SWEEP / point_hash
-    (folder / "alpha1-d40-a0-s3.pkl").unlink()
+    (folder / "alpha1-d40-a0-s3.npz").unlink()
     assert script.design(1.0, str(store), 2, 2, full) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[1] == "whole point: not complete yet (1 instances to go)"
     assert out[2] == "cost: 64 s of work of the kept works"
-    (folder / "alpha1-d30-a0-s1.pkl").unlink()
+    (folder / "alpha1-d30-a0-s1.npz").unlink()
     assert script.design(1.0, str(store), 2, 2, full) == 2  # an instance of the design not there yet
     assert "not in" in capsys.readouterr().err
 

@@ -254,9 +254,9 @@ def test_cli_plot_opens_companions(store, tmp_path, monkeypatch, capsys):
     seen = {}
     real = plot_module.plot_sweep
 
-    def spy(ds, path, companions=None):
+    def spy(ds, path, companions=None, **options):
         seen.update(companions or {})
-        return real(ds, path, companions)
+        return real(ds, path, companions, **options)
 
     monkeypatch.setattr(plot_module, "plot_sweep", spy)
     png = tmp_path / "se.png"

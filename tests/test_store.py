@@ -136,7 +136,13 @@ def test_interrupted_extension_is_rolled_back(tmp_path):
         shape = list(arr.shape)
         shape[0] += 1
         arr.resize(tuple(shape))
-    reopened = Store(store.path).open_sweep("toy")
+    # a reader (status, query, verify, plot) changes nothing: it refuses the grid caught mid-extension
+    before = tree_digest(store.path)
+    with pytest.raises(StoreError, match="being extended"):
+        Store(store.path).open_sweep("toy")
+    assert tree_digest(store.path) == before
+    # a writer (a run, holding the lock) rolls the extension back
+    reopened = Store(store.path).open_sweep("toy", write=True)
     assert len(reopened.coords["alpha"]) == 4
     assert reopened.group["overlap"].shape[0] == 4
     xr.open_zarr(str(store.path), group="toy", consolidated=False)

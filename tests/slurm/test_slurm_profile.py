@@ -62,7 +62,7 @@ def test_worker_job_script(tmp_path):
     assert "#SBATCH --mem=" not in script and "#SBATCH --mem-per-cpu=2G" in script  # skipped, then added
     assert "#SBATCH --qos=normal" in script
     assert "--lifetime 3000s --lifetime-stagger 120s" in script
-    assert "--nthreads 1" in script and f"-o {tmp_path}/logs/seqphase-worker-%J.out" in script
+    assert "--nthreads 1" in script and f"-o \"{tmp_path}/logs/seqphase-worker-%J.out\"" in script
 
 
 def test_driver_job_script(tmp_path):
@@ -72,7 +72,7 @@ def test_driver_job_script(tmp_path):
                                tmp_path, tmp_path)
     assert "#SBATCH -J seqphase-driver-x" in script and "#SBATCH -p xeon" in script
     assert "#SBATCH --mem=3G" in script and "#SBATCH -t 1-00:00:00" in script and "#SBATCH --qos=long" in script
-    assert f"#SBATCH -D {tmp_path}" in script
+    assert f'#SBATCH -D "{tmp_path}"' in script and f'#SBATCH -o "{tmp_path}/seqphase-driver-%j.out"' in script
     assert script.rstrip().endswith("exec python -m seqphase.cli run 'my sweep.toml'")
 
 
@@ -105,3 +105,18 @@ def test_submit_refuses_a_store_another_driver_writes(tmp_path, monkeypatch, cap
         assert main(["submit", "glm-perceptron-se", "--store", str(store.path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "another seqphase driver is writing this store" in err[0]
+
+
+@pytest.mark.parametrize("text, key", [('partition = "a\\nb"', "partition"), ('account = "x y"', "account"),
+                                       ('log_directory = "logs\\n#SBATCH --wrap=id"', "log_directory"),
+                                       ('job_extra_directives = ["--qos=a\\n#SBATCH -p other"]', "job_extra_directives"),
+                                       ('[driver]\nwalltime = "1:00\\nid"', "driver.walltime")])
+def test_values_that_would_break_an_sbatch_line_are_refused(tmp_path, text, key):
+    with pytest.raises(ClusterError) as info:
+        load_profile(write(tmp_path, text + "\n"))
+    assert key in info.value.field and "\n" not in info.value.one_line()
+
+
+def test_a_working_directory_with_a_quote_is_refused(tmp_path):
+    with pytest.raises(ClusterError, match="working directory"):
+        driver_job_script(load_profile(), ["true"], "seqphase-driver-x", tmp_path, tmp_path / 'a"b')

@@ -345,3 +345,34 @@ def test_adaptive_jobs_grow_while_tasks_queue_and_shrink_when_idle(tmp_path, slu
     led = assert_complete_once(store, 1)
     assert len(set(str(j).split(" ")[0] for j in led["jobs"].ravel())) == 1  # the ledger names the first job
     wait_until(no_workers_left, 30, "the worker jobs to be cancelled")
+
+
+def test_submit_from_a_folder_with_a_space(tmp_path, slurm):
+    """The working directory, the log folder and the store have a space in their paths: the driver job's
+    -D/-o/-e and the worker jobs' -o/-e are quoted, and the sweep runs to the end."""
+    folder = tmp_path / "my runs"
+    folder.mkdir()
+    spec = write_spec(folder, alpha=[0.5, 1.0])
+    prof = profile(folder, jobs=1, log_directory="slurm logs")
+    out = seqphase("submit", spec, "--profile", prof, "--store", folder / "s.zarr", cwd=folder)
+    assert out.returncode == 0, out.stderr
+    job = out.stdout.strip()
+    assert wait_job_finished(job) == "COMPLETED", (folder / "slurm logs").glob("*")
+    assert_complete_once(folder / "s.zarr", 2)
+    assert (folder / "slurm logs" / f"seqphase-driver-{job}.out").is_file()
+    assert list((folder / "slurm logs").glob("seqphase-worker-*.out"))
+    wait_until(no_workers_left, 60, "the worker job to end")
+
+
+@pytest.mark.parametrize("option", [["--partition", "debug\n#SBATCH --wrap=touch /tmp/x"],
+                                    ["--partition", "debug x"], ["--walltime", "00:05:00\nhostname"]])
+def test_sbatch_values_with_a_newline_or_outside_slurm_syntax_are_refused(tmp_path, slurm, option):
+    spec = write_spec(tmp_path)
+    jobs_before = subprocess.run(["scontrol", "show", "jobs", "-o"], capture_output=True, text=True).stdout
+    out = seqphase("submit", spec, "--profile", profile(tmp_path), *option, "--store", tmp_path / "s.zarr",
+                   cwd=tmp_path)
+    assert out.returncode == 2, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("seqphase: error: ") and option[0][2:] in lines[0], out.stderr
+    assert subprocess.run(["scontrol", "show", "jobs", "-o"], capture_output=True, text=True).stdout == jobs_before
+    assert not (tmp_path / "s.zarr").exists() and not (tmp_path / "logs").exists()
