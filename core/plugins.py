@@ -431,13 +431,21 @@ class DerivedScalarChannel(ScalarChannel):
         a, b = edges[:-1, None], edges[1:, None]
         z = (a + (b - a) * (u + 1) / 2).ravel()
         log_w = np.log(((b - a) / 2 * wu).ravel()) + self.log_likelihood(np.full(z.shape, label), z)
+        # Each cavity reads only the nodes within `kernel_reach` of its mean (z is sorted): a band of the
+        # cavity x node matrix, as narrow as the kernel when the omegas spread far wider than sqrt(V).
+        first = np.searchsorted(z, omega - self.kernel_reach * sigma)
+        last = np.searchsorted(z, omega + self.kernel_reach * sigma)
+        band = max(int((last - first).max()), 1)
         log_z, mean, var = (np.empty(omega.shape) for _ in range(3))
-        block = max(1, 4_000_000 // z.size)  # cavities a block: bounded memory (K x nodes doubles)
+        block = max(1, 4_000_000 // band)  # cavities a block: bounded memory (K x band doubles)
         for start in range(0, omega.size, block):
             part = slice(start, start + block)
             s = sigma[part, None]
-            t = (z[None, :] - omega[part, None]) / s
-            log_f = log_w[None, :] - 0.5 * t * t - LOG_SQRT_2PI - np.log(s)
+            index = first[part, None] + np.arange(band)[None, :]
+            inside = index < last[part, None]
+            index = np.minimum(index, z.size - 1)
+            t = (z[index] - omega[part, None]) / s
+            log_f = np.where(inside, log_w[index], -np.inf) - 0.5 * t * t - LOG_SQRT_2PI - np.log(s)
             shift = log_f.max(axis=1)
             finite = np.isfinite(shift)
             weight = np.exp(log_f - np.where(finite, shift, 0.0)[:, None])
@@ -488,7 +496,8 @@ class DerivedScalarChannel(ScalarChannel):
             for label in self.labels:
                 y = np.full(omega.shape, label)
                 weight = np.exp(self.log_partition(y, omega, V))
-                total = total + np.where(weight > 0, weight * func(y, omega, V), 0.0)
+                with np.errstate(invalid="ignore"):  # 0 * log 0 of a label impossible there: no weight
+                    total = total + np.where(weight > 0, weight * func(y, omega, V), 0.0)
             return total
         y, om, Vb = self._drawn_labels(omega, V)
         values = func(y, om, Vb)
