@@ -39,6 +39,15 @@ def client(marker_dir):
 SERIAL_FIXTURES = {"slurm": "slurm"}
 
 
+def pytest_configure(config):
+    """On the xdist controller, before it starts the workers (they inherit the environment): one BLAS
+    thread per worker, as the Dask workers have (cluster/base.py). Two workers with OpenBLAS's default
+    thread per core oversubscribe the cores, and its spinning threads made tests up to 8x slower."""
+    if getattr(config.option, "numprocesses", None):
+        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ.setdefault(var, "1")
+
+
 def _xdist_group(item):
     infos = getattr(item, "_fixtureinfo", None)
     if infos is None:
