@@ -34,8 +34,8 @@ def client(marker_dir):
 # test file says: the tests of one module that share a module- (or class-/package-) scoped fixture run on
 # one worker, so that the fixture (often a whole sweep) is computed once; and every test that uses the
 # private SLURM (`slurm`, tests/slurm/conftest.py) runs on one worker, so one SLURM is started per run and
-# its tests, which count the cluster's jobs, never see another test's jobs. The SLURM group goes first:
-# its tests mostly wait for jobs, which the other worker's tests overlap.
+# its tests, which count the cluster's jobs, never see another test's jobs (they mostly wait for jobs, which
+# the other worker's tests overlap). xdist hands out the groups first, largest first, then single tests.
 SERIAL_FIXTURES = {"slurm": "slurm"}
 
 
@@ -70,7 +70,6 @@ def pytest_collection_modifyitems(config, items):
             group = _xdist_group(item)
             if group:
                 item.add_marker(pytest.mark.xdist_group(group))
-        items.sort(key=lambda item: 0 if _xdist_group(item) in SERIAL_FIXTURES.values() else 1)  # stable
     result = yield
     if worker and config.getvalue("loadgroup"):
         # xdist schedules by node id: it appends "@group" to a marked test's id. pytest-xdist 3.8 sets
