@@ -36,3 +36,90 @@ def client(marker_dir, tmp_path_factory):
         write_credentials(client.security, folder)
         with dask.config.set(credentials_config(folder)):
             yield client
+
+
+# -- parallel runs (pytest-xdist, `-n 2 --dist loadgroup` in pyproject's addopts) ------------------------
+# Tests are independent, so any worker may run any test, with two exceptions grouped here, whatever the
+# test file says: the tests of one module that share a module- (or class-/package-) scoped fixture run on
+# one worker, so that the fixture (often a whole sweep) is computed once; and every test that uses the
+# private SLURM (`slurm`, tests/slurm/conftest.py) runs on one worker, so one SLURM is started per run and
+# its tests, which count the cluster's jobs, never see another test's jobs (they mostly wait for jobs, which
+# the other worker's tests overlap). xdist hands out the groups first, largest first, then single tests.
+SERIAL_FIXTURES = {"slurm": "slurm"}
+
+
+def pytest_configure(config):
+    """On the xdist controller, before it starts the workers (they inherit the environment): one BLAS
+    thread per worker, as the Dask workers have (cluster/base.py). Two workers with OpenBLAS's default
+    thread per core oversubscribe the cores, and its spinning threads made tests up to 8x slower."""
+    if getattr(config.option, "numprocesses", None):
+        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ.setdefault(var, "1")
+
+
+def _xdist_group(item):
+    infos = getattr(item, "_fixtureinfo", None)
+    if infos is None:
+        return None
+    for name, group in SERIAL_FIXTURES.items():
+        if name in infos.names_closure:
+            return group
+    for name in infos.names_closure:
+        defs = infos.name2fixturedefs.get(name)
+        if defs and defs[-1].scope in ("module", "class", "package"):
+            return item.nodeid.split("::")[0]
+    return None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(config, items):
+    worker = getattr(config, "workerinput", None) is not None
+    if worker:  # before xdist reads the marks
+        for item in items:
+            group = _xdist_group(item)
+            if group:
+                item.add_marker(pytest.mark.xdist_group(group))
+    result = yield
+    if worker and config.getvalue("loadgroup"):
+        # xdist schedules by node id: it appends "@group" to a marked test's id. pytest-xdist 3.8 sets
+        # item._nodeid, which pytest >= 9.2 no longer reads: without this the groups would be ignored.
+        for item in items:
+            marks = {str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+                     for mark in item.iter_markers("xdist_group")}
+            if marks and "@" not in item.nodeid.rpartition("]")[2]:
+                suffix = "@" + "_".join(sorted(marks))
+                if hasattr(item, "_id"):
+                    item._id = type(item._id).parse(item.nodeid + suffix)
+                if not item.nodeid.endswith(suffix):
+                    raise pytest.UsageError(f"cannot put {item.nodeid} in its xdist group {suffix}")
+    return result
+
+
+def pytest_sessionfinish(session):
+    """On an xdist worker: hand the SLURM tests' skip reason and timings to the controller's summary."""
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        output["seqphase_slurm_skipped"] = getattr(session.config, "_seqphase_slurm_skipped", None)
+        output["seqphase_slurm_timings"] = dict(getattr(session.config, "_seqphase_slurm_timings", {}) or {})
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    output = getattr(node, "workeroutput", None) or {}
+    if output.get("seqphase_slurm_skipped"):
+        node.config._seqphase_slurm_skipped = output["seqphase_slurm_skipped"]
+    if output.get("seqphase_slurm_timings"):
+        timings = getattr(node.config, "_seqphase_slurm_timings", None) or {}
+        timings.update(output["seqphase_slurm_timings"])
+        node.config._seqphase_slurm_timings = timings
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    skipped = getattr(config, "_seqphase_slurm_skipped", None)
+    if skipped:
+        terminalreporter.write_line(f"SLURM tests skipped: {skipped}")
+    timings = getattr(config, "_seqphase_slurm_timings", None)
+    if timings:
+        terminalreporter.write_sep("-", "SLURM timings")
+        for name, value in timings.items():
+            terminalreporter.write_line(f"{name}: {value:.1f} s")

@@ -20,9 +20,10 @@ def rows(store, sweep):
     return list(csv.DictReader(io.StringIO(cli("query", sweep, "--store", store))))
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    return tmp_path_factory.mktemp("glm") / "glm.zarr"
+@pytest.fixture
+def store(tmp_path):
+    """Each test its own store: every test runs its own sweep, so they may run on different workers."""
+    return tmp_path / "glm.zarr"
 
 
 def test_perceptron_se_main_job(store, tmp_path):

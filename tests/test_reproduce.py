@@ -137,7 +137,8 @@ def test_page_renders_in_headless_chromium(bsr_report, tmp_path):
     probe = bsr_report / "probe.html"
     probe.write_text((bsr_report / "index.html").read_text().replace("</body>", CHECK + "</body>"))
     flags = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-             "--allow-file-access-from-files", "--virtual-time-budget=5000"]
+             "--allow-file-access-from-files", "--virtual-time-budget=5000",
+             f"--user-data-dir={tmp_path / 'chromium-profile'}"]  # its own profile: runs side by side
     try:
         dom = subprocess.run(flags + ["--dump-dom", probe.as_uri()], capture_output=True, text=True, timeout=60)
         shot = tmp_path / "page.png"

@@ -68,13 +68,3 @@ def slurm_timings(request):
     request.config._seqphase_slurm_timings = timings
     return timings
 
-
-def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    skipped = getattr(config, "_seqphase_slurm_skipped", None)
-    if skipped:
-        terminalreporter.write_line(f"SLURM tests skipped: {skipped}")
-    timings = getattr(config, "_seqphase_slurm_timings", None)
-    if timings:
-        terminalreporter.write_sep("-", "SLURM timings")
-        for name, value in timings.items():
-            terminalreporter.write_line(f"{name}: {value:.1f} s")
