@@ -527,6 +527,27 @@ def _sigterm_unwinds():
             signal.signal(sig, old)
 
 
+def _worker_job_class():
+    """dask-jobqueue's SLURMJob with the worker command's TLS paths quoted. dask-jobqueue joins the
+    command's arguments with spaces, so a credentials folder under a path with a space (a log folder
+    "slurm logs/") would split into several words and the worker jobs would never join."""
+    import shlex
+
+    from dask_jobqueue.slurm import SLURMJob
+
+    class QuotedPathsJob(SLURMJob):
+        def __init__(self, *args, security=None, **kwargs):
+            super().__init__(*args, security=security, **kwargs)
+            if security:
+                for key, path in security.get_tls_config_for_role("worker").items():
+                    if isinstance(path, str) and path and shlex.quote(path) != path:
+                        flag = "--tls-" + key.replace("_", "-")
+                        self._command_template = self._command_template.replace(
+                            f"{flag} {path}", f"{flag} {shlex.quote(path)}")
+
+    return QuotedPathsJob
+
+
 @contextlib.contextmanager
 def connect_slurm(profile, stream=None, access=None):
     """Yield a Client of a SLURMCluster kept at `profile.jobs` worker jobs; cancel them on exit. The
@@ -550,7 +571,7 @@ def connect_slurm(profile, stream=None, access=None):
             access.run_security(credentials, f"{profile.source}: credentials_directory") as (folder, security):
         tls = {"security": security, "protocol": "tls://"} if security is not None else {}
         cluster = SLURMCluster(scheduler_options={"dashboard_address": DASHBOARD_ADDRESS}, silence_logs=logging.ERROR,
-                               **tls, **profile.job_kwargs(log_directory))
+                               job_cls=_worker_job_class(), **tls, **profile.job_kwargs(log_directory))
         try:
             minimum, maximum = profile.job_range()
             cluster.adapt(minimum_jobs=minimum, maximum_jobs=maximum, interval=ADAPT_INTERVAL,
