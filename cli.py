@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections import Counter
 
 from seqphase.core.errors import SeqphaseError
 

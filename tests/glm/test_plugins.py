@@ -8,7 +8,6 @@ An SE fixed point amplifies a perturbation of its map by 1 / (1 - slope), at mos
 transition: the SE of a re-implemented channel or prior must agree with the shipped one within 1e-7.
 """
 
-import importlib
 import json
 import math
 import sys
