@@ -54,9 +54,11 @@ def test_binary_perceptron_thresholds(store, tmp_path):
     assert png.stat().st_size > 10_000
 
 
+@pytest.mark.slow  # 48 s on 2 busy cores; both rhos are checked on the core routes in
+# tests/glm/test_thresholds.py::test_compressed_sensing_bp_threshold, and a threshold sweep's CLI path by
+# test_binary_perceptron_thresholds
 def test_compressed_sensing_thresholds(store, tmp_path):
-    # one rho through the CLI (rho = 0.5 costs 20 s more); both are checked on the core routes in
-    # tests/glm/test_thresholds.py::test_compressed_sensing_bp_threshold
+    # one rho through the CLI (rho = 0.5 costs 20 s more)
     cli("run", "glm-cs-thresholds", "--set", "rho=0.25", "--store", store, "--workers", "1", "--no-progress")
     (row,) = rows(store, "glm-cs-thresholds")
     # Spec check 16: 2e-3 (the spec's adaptive-quadrature values; a fixed 201-node rule gives 0.6985 at rho = 0.5).

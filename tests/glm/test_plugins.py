@@ -237,7 +237,7 @@ def test_interrupt_leaves_the_store_resumable(client, tmp_path, monkeypatch):
     """A KeyboardInterrupt at the driver (a notebook's stop button) while points are in flight: raised
     again, what was stored stays, the lock is released, and the same call finishes the rest."""
     store = tmp_path / "interrupt.zarr"
-    sweep = spec(alpha={"start": 0.3, "stop": 3.0, "num": 10})
+    sweep = spec(alpha={"start": 0.3, "stop": 3.0, "num": 5})
 
     class StopAfterFirst:
         def __init__(self):
@@ -258,9 +258,9 @@ def test_interrupt_leaves_the_store_resumable(client, tmp_path, monkeypatch):
         api.run(sweep, store=store, client=client)
     monkeypatch.undo()
     interrupted = api.status("probit-se", store=store)
-    assert 1 <= interrupted.done < 10 and "interrupted" in interrupted.runs[-1]["outcome"]
+    assert 1 <= interrupted.done < 5 and "interrupted" in interrupted.runs[-1]["outcome"]
     ds = api.run(sweep, store=store, client=client, progress=False)
-    assert api.status("probit-se", store=store).done == 10 and np.isfinite(ds["overlap"].values).all()
+    assert api.status("probit-se", store=store).done == 5 and np.isfinite(ds["overlap"].values).all()
 
 
 def test_user_class_that_raises_is_recorded_failed(client, tmp_path):
@@ -272,17 +272,21 @@ def test_user_class_that_raises_is_recorded_failed(client, tmp_path):
     assert "RaisesOnBatches.log_likelihood raised RuntimeError: this channel is broken" in status.failures[0][1]
 
 
-def test_probit_gamp_lands_on_its_se(client, tmp_path):
-    """GAMP on the derived channel, d = 1000, 16 seeds, against the SE of the same channel (3 s.e.)."""
+@pytest.mark.parametrize("d, n_seeds", [
+    (300, 8),
+    pytest.param(1000, 16, marks=pytest.mark.slow),  # the issue's size: ~40 CPU-s
+])
+def test_probit_gamp_lands_on_its_se(client, tmp_path, d, n_seeds):
+    """GAMP on the derived channel against the SE of the same channel: the seeds' mean within 3 s.e."""
     sweep = {"name": "probit-gamp", "model": "glm", "seed": 5,
              "params": {"prior": "gaussian", "channel": "userplugins:Probit", "delta": 0.1, "alpha": 2.0},
-             "method": {"name": "gamp", "d": 1000, "n_seeds": 16, "max_iter": 40}}
+             "method": {"name": "gamp", "d": d, "n_seeds": n_seeds, "max_iter": 40}}
     ds = api.run(sweep, store=tmp_path / "gamp.zarr", client=client, progress=False)
     final = ds["overlap"].isel(iteration=-1).squeeze().values
     se_value = float(ds["overlap_se"].squeeze())
     standard_error = final.std(ddof=1) / math.sqrt(final.size)
     assert abs(final.mean() - se_value) < 3 * standard_error
-    assert int(ds["converged"].sum()) == 16
+    assert int(ds["converged"].sum()) == n_seeds
 
 
 def test_python_api_lists_and_reexports():
