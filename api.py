@@ -333,21 +333,8 @@ def check(target, *, set=None, seed=0):  # noqa: A002
     strings). Returns (kind, [Row]); bad input (cannot import, not a plug-in, a constructor or method
     that raises, NaN, wrong shapes) raises SeqphaseError."""
     from seqphase.core import plugin_check, plugins
-    from seqphase.core.errors import ParameterError
 
-    kind = None
-    for candidate in ("channel", "prior"):
-        try:
-            info = plugins.load(target, candidate, "MODULE:CLASS")
-            kind = candidate
-            break
-        except ParameterError as exc:
-            if "is not a seqphase." not in exc.message:
-                if candidate == "prior" or "no channel named" not in exc.message:
-                    raise
-    if kind is None:
-        raise SeqphaseError("MODULE:CLASS", f"{target!r} is neither a seqphase.Likelihood nor a seqphase.Prior",
-                            "derive the class from one of them")
+    kind, info = plugins.load_either(target, "MODULE:CLASS")
     keywords = plugins.parameters(info.cls, "MODULE:CLASS")
     values = {}
     for item in _overrides(set):

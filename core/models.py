@@ -30,6 +30,8 @@ subclass `Model` and be importable on the workers.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import importlib
 import math
 from dataclasses import dataclass, field
@@ -346,17 +348,20 @@ class Model:
         return f"{self.name}/{method}/v{self.method(method).version}"
 
     # -- plug-ins: user channels and priors named by a parameter's value ----------------------------------
-    def plugins_of(self, params):
-        """[PluginInfo] of the plug-ins a point (or a grid: lists of values) names, in parameter order."""
-        found = []
+    def _named_plugins(self, params):
+        """(parameter, value, PluginInfo) of each plug-in that `params` names (a point's values, or a grid's
+        lists of values), in parameter order."""
         for name, param in self.params.items():
             if not param.plugin or name not in params:
                 continue
             values = params[name] if isinstance(params[name], list) else [params[name]]
             for value in values:
                 if param.names_plugin(value):
-                    found.append(plugins.load(value, param.plugin, f"params.{name}"))
-        return found
+                    yield name, value, plugins.load(value, param.plugin, f"params.{name}")
+
+    def plugins_of(self, params):
+        """[PluginInfo] of the plug-ins a point (or a grid: lists of values) names, in parameter order."""
+        return [info for _, _, info in self._named_plugins(params)]
 
     def point_version(self, method, params):
         """The algorithm version a point's hash carries: the method's, plus the file hash of each plug-in
@@ -370,31 +375,18 @@ class Model:
         A keyword named like a model parameter is that parameter (one dim, its range, passed to the
         plug-in), with the plug-in's default."""
         extra = {}
-        for name, param in self.params.items():
-            if not param.plugin or name not in params:
-                continue
-            raw = params[name]
-            values = raw if isinstance(raw, list) else [raw]
-            for value in values:
-                if not param.names_plugin(value):
+        for name, value, info in self._named_plugins(params):
+            for key, default in plugins.parameters(info.cls, f"params.{name}").items():
+                if key in extra:
                     continue
-                info = plugins.load(value, param.plugin, f"params.{name}")
-                for key, default in plugins.parameters(info.cls, f"params.{name}").items():
-                    default = REQUIRED if default is plugins.REQUIRED_VALUE else default
-                    if key in self.params and key not in extra:
-                        # a model parameter the plug-in takes: one dim, with the plug-in's default
-                        from dataclasses import replace
-
-                        extra[key] = replace(self.params[key], default=default)
-                        continue
-                    if key in extra:
-                        continue
+                default = REQUIRED if default is plugins.REQUIRED_VALUE else default
+                if key in self.params:  # a model parameter the plug-in takes: one dim, the plug-in's default
+                    extra[key] = dataclasses.replace(self.params[key], default=default)
+                else:
                     kind = "bool" if isinstance(default, bool) else "int" if isinstance(default, int) else "float"
                     extra[key] = Param(key, kind, f"parameter of the plug-in {value} ({name})", default)
         if not extra:
             return self
-        import copy
-
         special = copy.copy(self)  # a family's Model subclass takes no constructor arguments
         special.params = {**self.params, **extra}
         return special

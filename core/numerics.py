@@ -327,20 +327,34 @@ def _unit_legendre(n):
 class AdaptiveMoments:
     """Moments of exp(log_f) per sample: `mass` = int exp(log_f - shift) dt, `mean` and `var` of t under
     the normalised weight, `shift` the per-sample log scale (mass is exp(shift) * mass in absolute
-    terms), `evaluations` the number of log_f nodes used, `unresolved` the samples whose error estimate
-    did not meet the tolerance within max_depth halvings."""
+    terms)."""
 
     shift: np.ndarray
     mass: np.ndarray
     mean: np.ndarray
     var: np.ndarray
-    evaluations: int
-    unresolved: np.ndarray
 
     @property
     def log_mass(self):
         with np.errstate(divide="ignore"):
             return self.shift + np.log(self.mass)
+
+
+def _halves_points(a, b, u):
+    """The points at which a bisection reads each panel [a, b]: a, the left half's Gauss-Legendre nodes
+    (`u` on [0, 1]), the midpoint, the right half's nodes, b, in increasing order; and (half, mid)."""
+    half = 0.5 * (b - a)
+    mid = a + half
+    t = np.concatenate([a[:, None], a[:, None] + half[:, None] * u[None, :], mid[:, None],
+                        mid[:, None] + half[:, None] * u[None, :], b[:, None]], axis=1)
+    return t, half, mid
+
+
+def _largest_step(values):
+    """Per row, the largest |difference| of consecutive log values (inf where a zero meets a non-zero,
+    0 where two zeros meet): a step that no Gauss-Legendre estimate may see."""
+    with np.errstate(invalid="ignore"):  # -inf - -inf: both zero, no step
+        return np.nan_to_num(np.abs(np.diff(values, axis=1)), nan=0.0, posinf=np.inf).max(axis=1)
 
 
 def adaptive_moments(log_f, edges, *, tol=1e-11, nodes=5, max_depth=52, jump=0.5):
@@ -370,12 +384,9 @@ def adaptive_moments(log_f, edges, *, tol=1e-11, nodes=5, max_depth=52, jump=0.5
     a, b = edges[:, :-1].ravel(), edges[:, 1:].ravel()
     keep = b > a
     sample, a, b = sample[keep], a[keep], b[keep]
-    evaluations = 0
 
     def evaluate(idx, t):
-        nonlocal evaluations
         values = log_f(np.repeat(idx, t.shape[1]), t.ravel()).reshape(t.shape)
-        evaluations += values.size
         if np.isnan(values).any():
             raise FloatingPointError("the log integrand returned NaN")
         return values
@@ -404,29 +415,21 @@ def adaptive_moments(log_f, edges, *, tol=1e-11, nodes=5, max_depth=52, jump=0.5
 
     whole = panel_moments(sample, scaled(sample, values), t, b - a)
     total = np.zeros((n, 3))
-    estimate = np.zeros(n)  # current estimate of each sample's mass (accepted + pending panels)
-    estimate += np.bincount(sample, whole[:, 0], minlength=n)
-    unresolved = np.zeros(n, bool)
+    # current estimate of each sample's mass (accepted + pending panels)
+    estimate = np.bincount(sample, whole[:, 0], minlength=n).astype(float)
     for depth in range(max_depth + 1):
         if len(sample) == 0:
             break
-        half = 0.5 * (b - a)
-        mid = a + half
-        # a, the left half's nodes, mid, the right half's nodes, b: in increasing order
-        t = np.concatenate([a[:, None], a[:, None] + half[:, None] * u[None, :], mid[:, None],
-                            mid[:, None] + half[:, None] * u[None, :], b[:, None]], axis=1)
+        t, half, mid = _halves_points(a, b, u)
         values = evaluate(sample, t)
         weight = scaled(sample, values)
         left = panel_moments(sample, weight[:, 1:nodes + 1], t[:, 1:nodes + 1], half)
         right = panel_moments(sample, weight[:, nodes + 2:-1], t[:, nodes + 2:-1], half)
         halves = left + right
         reference = tol * np.maximum(estimate[sample], 1e-300)
-        with np.errstate(invalid="ignore"):  # -inf - -inf: both zero, no step
-            steps = np.nan_to_num(np.abs(np.diff(values, axis=1)), nan=0.0, posinf=np.inf)
-        rough = (steps.max(axis=1) > jump) & (weight.max(axis=1) * (b - a) > reference)
+        rough = (_largest_step(values) > jump) & (weight.max(axis=1) * (b - a) > reference)
         done = (np.abs(halves - whole).sum(1) <= reference) & ~rough
         if depth == max_depth:
-            unresolved[sample[~done]] = True
             done[:] = True
         for k in range(3):
             total[:, k] += np.bincount(sample[done], halves[done, k], minlength=n)
@@ -440,8 +443,7 @@ def adaptive_moments(log_f, edges, *, tol=1e-11, nodes=5, max_depth=52, jump=0.5
     mean_offset = total[:, 1] / safe
     var = np.maximum(total[:, 2] / safe - mean_offset**2, 0.0)
     mass = np.where(empty, 0.0, mass)
-    return AdaptiveMoments(shift=shift, mass=mass, mean=origin + mean_offset, var=var,
-                           evaluations=evaluations, unresolved=unresolved)
+    return AdaptiveMoments(shift=shift, mass=mass, mean=origin + mean_offset, var=var)
 
 
 #: panel edges in units of the cavity's standard deviation for `adaptive_moments`: panels of 2 where the
@@ -467,23 +469,18 @@ def resolve_panels(log_f, lo, hi, *, width=0.5, nodes=5, jump=0.5, rtol=1e-12, f
     for depth in range(max_depth + 1):
         if a.size == 0:
             break
-        half = 0.5 * (b - a)
-        mid = a + half
-        t = np.concatenate([a[:, None], a[:, None] + half[:, None] * u[None, :], mid[:, None],
-                            mid[:, None] + half[:, None] * u[None, :], b[:, None],
-                            a[:, None] + 2 * half[:, None] * u[None, :]], axis=1)
+        ordered, half, mid = _halves_points(a, b, u)
+        t = np.concatenate([ordered, a[:, None] + 2 * half[:, None] * u[None, :]], axis=1)  # + the whole rule
         values = np.asarray(log_f(t.ravel()), float).reshape(t.shape)
         if np.isnan(values).any():
             raise FloatingPointError("the log integrand returned NaN")
         top = max(top, float(values.max()))
-        ordered = values[:, :2 * nodes + 3]
-        with np.errstate(invalid="ignore"):
-            steps = np.nan_to_num(np.abs(np.diff(ordered, axis=1)), nan=0.0, posinf=np.inf)
+        steps = _largest_step(values[:, :2 * nodes + 3])
         scaled = np.exp(np.minimum(values - top, 0.0))
         halves = (scaled[:, 1:nodes + 1] @ wu + scaled[:, nodes + 2:2 * nodes + 2] @ wu) * half
         whole = scaled[:, 2 * nodes + 3:] @ wu * 2 * half
         largest = values.max(axis=1)
-        rough = ((steps.max(axis=1) > jump) & (largest > top - floor)) | \
+        rough = ((steps > jump) & (largest > top - floor)) | \
             ((np.abs(halves - whole) > rtol * np.abs(halves)) & (largest > top - accurate))
         if depth == max_depth:
             rough[:] = False

@@ -145,6 +145,17 @@ def entry_point_names(kind):
 
 @lru_cache(maxsize=None)
 def _import(target, kind, where):
+    obj = _import_object(target, where)
+    base = Likelihood if kind == "channel" else Prior
+    if not (isinstance(obj, type) and issubclass(obj, base)):
+        raise ParameterError(where, f"{target!r} is not a seqphase.{base.__name__} subclass",
+                             f"derive the class from seqphase.{base.__name__}")
+    path, digest = _file_hash(obj)
+    return obj, path, digest
+
+
+def _import_object(target, where):
+    """The object "module:attr" names (ParameterError when the name is malformed or the import fails)."""
     module_name, _, attr = target.partition(":")
     if not module_name or not attr or module_name.startswith(".") or not all(
             part.isidentifier() for part in module_name.split(".") + attr.split(".")):
@@ -157,12 +168,7 @@ def _import(target, kind, where):
     except Exception as exc:  # noqa: BLE001 -- a user's module may raise anything on import
         raise ParameterError(where, f"cannot import {target!r} ({type(exc).__name__}: {exc})",
                              "run from the folder that holds the module, or put it on PYTHONPATH (on the driver and every worker)") from None
-    base = Likelihood if kind == "channel" else Prior
-    if not (isinstance(obj, type) and issubclass(obj, base)):
-        raise ParameterError(where, f"{target!r} is not a seqphase.{base.__name__} subclass",
-                             f"derive the class from seqphase.{base.__name__}")
-    path, digest = _file_hash(obj)
-    return obj, path, digest
+    return obj
 
 
 def load(name, kind, where=None):
@@ -180,6 +186,23 @@ def load(name, kind, where=None):
 
 
 REQUIRED_VALUE = object()  # a plug-in keyword without a default: the spec must give it
+
+
+def load_either(name, where):
+    """(kind, PluginInfo) of a plug-in that may be a channel or a prior, as `load` names it; the kind is
+    the class's base (`seqphase check` takes either)."""
+    for kind, base in (("channel", Likelihood), ("prior", Prior)):
+        target = name if ":" in name else entry_point_names(kind).get(name)
+        if target is None:
+            continue
+        obj = _import_object(target, where)
+        if isinstance(obj, type) and issubclass(obj, base):
+            return kind, load(name, kind, where)
+    if ":" not in name and not any(entry_point_names(kind).get(name) for kind in ENTRY_POINT_GROUPS):
+        raise ParameterError(where, f"no channel or prior named {name!r}",
+                             "name a plug-in as \"module:Class\", or install a package that registers it")
+    raise ParameterError(where, f"{name!r} is neither a seqphase.Likelihood nor a seqphase.Prior",
+                         "derive the class from one of them")
 
 
 def parameters(cls, where):
@@ -271,7 +294,7 @@ def smoke_test(plugin, kind, where=None):
                 raise PluginFault(f"{name}.sample drew values outside its atoms {tuple(atoms)}")
             values = checked(plugin, "log_density", call(plugin, "log_density", x), (7,))
             what = "log_density(sample(shape))"
-        if not np.isfinite(values).all() or np.isinf(values).any():
+        if not np.isfinite(values).all():
             raise PluginFault(f"{name}: {what} is -inf or +inf where the sampler drew (they disagree)")
     except PluginFault as fault:
         raise ParameterError(where, str(fault), "fix the class; `seqphase check MODULE:CLASS` runs its identities")

@@ -265,11 +265,7 @@ def _parse_cli_value(text):
 def _apply_overrides(model, method, settings, params, overrides):
     settings, params = dict(settings), dict(params)
     setting_names = set(model.method(method).settings)
-    for item in overrides:
-        if "=" not in item:
-            raise SpecError("--set", f"{item!r} is not NAME=VALUES", "write e.g. --set alpha=0.5,1,2")
-        key, _, text = item.partition("=")
-        key = key.strip()
+    for key, text in _override_items(overrides):
         if key.startswith("method."):
             key = key[len("method."):]
             if key not in setting_names:
@@ -295,6 +291,15 @@ def _apply_overrides(model, method, settings, params, overrides):
     return settings, params
 
 
+def _override_items(overrides):
+    """(NAME, VALUES text) of each --set override, in order (SpecError for one that is not NAME=VALUES)."""
+    for item in overrides:
+        if "=" not in item:
+            raise SpecError("--set", f"{item!r} is not NAME=VALUES", "write e.g. --set alpha=0.5,1,2")
+        key, _, text = item.partition("=")
+        yield key.strip(), text
+
+
 def _plugin_values(model, raw_params, overrides):
     """The raw values (spec and --set) of the parameters that may name plug-ins, as lists: what
     `Model.specialise` needs to add the plug-ins' own parameters before the others are checked."""
@@ -303,9 +308,8 @@ def _plugin_values(model, raw_params, overrides):
         if not param.plugin:
             continue
         raw = raw_params.get(name)
-        for item in overrides:
-            key, _, text = item.partition("=")
-            if key.strip() == name:
+        for key, text in _override_items(overrides):
+            if key == name:
                 raw = text.split(",")
         if raw is not None:
             values[name] = [v for v in (raw if isinstance(raw, list) else [raw]) if isinstance(v, str)]

@@ -93,6 +93,9 @@ def build(params):
     return prior, channel
 
 
+_SHIPPED = {"prior": PRIORS, "channel": CHANNELS}
+
+
 def _plugin(params, kind):
     """The user's Likelihood or Prior object of a point."""
     info = plugins.load(params[kind], kind)
@@ -102,7 +105,7 @@ def _plugin(params, kind):
 
 def _plugin_keywords(params, kind):
     """The constructor keywords of the point's plug-in `kind` (empty for a shipped one)."""
-    if params[kind] in (PRIORS if kind == "prior" else CHANNELS):
+    if params[kind] in _SHIPPED[kind]:
         return set()
     return set(plugins.parameters(plugins.load(params[kind], kind).cls, f"params.{kind}"))
 
@@ -334,8 +337,8 @@ class GLMModel(Model):
         if params.get("delta", 0.0) != 0.0 and params["channel"] != "linear" and "delta" not in takes:
             raise ParameterError("params.delta", f"delta={params['delta']} is only used by channel 'linear'",
                                  "remove delta or set channel = \"linear\"")
-        for kind in ("prior", "channel"):
-            if _plugin_keywords(params, kind) or params[kind] not in (PRIORS if kind == "prior" else CHANNELS):
+        for kind, shipped in _SHIPPED.items():
+            if params[kind] not in shipped:
                 plugins.smoke_test(_plugin(params, kind), kind)  # NaN, wrong shapes: one line, before any run
         if method == "threshold" and params["channel"] == "linear" and params["prior"] == "gaussian":
             raise ParameterError("params.prior", "a Gaussian prior with a linear channel has no phase "

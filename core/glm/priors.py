@@ -17,7 +17,8 @@ import math
 import numpy as np
 from scipy import optimize, special
 
-from seqphase.core.numerics import gauss_hermite, gaussian_panels, logcosh, sech2
+from seqphase.core import plugins
+from seqphase.core.numerics import GAUSSIAN_EDGES, adaptive_moments, gauss_hermite, gaussian_panels, logcosh, sech2
 
 
 class Prior:
@@ -241,10 +242,7 @@ class DerivedPrior(Prior):
     n_outer_nodes = 12  # Gauss-Legendre nodes a panel of the x0 rule (continuous prior)
 
     def __init__(self, plugin, name="plugin", tol=1e-11):
-        from seqphase.core import plugins
-
         self.plugin, self.name, self.tol = plugin, name, float(tol)
-        self._plugins = plugins
         atoms = getattr(plugin, "atoms", None)
         if atoms is not None:
             self.atoms = np.asarray(atoms, dtype=float)
@@ -264,19 +262,17 @@ class DerivedPrior(Prior):
 
     def log_density(self, x):
         x = np.asarray(x, float)
-        return self._plugins.checked(self.plugin, "log_density",
-                                     self._plugins.call(self.plugin, "log_density", x), x.shape)
+        return plugins.checked(self.plugin, "log_density",
+                                     plugins.call(self.plugin, "log_density", x), x.shape)
 
     def sample(self, rng, size):
         shape = (size,) if np.ndim(size) == 0 else tuple(size)
-        return self._plugins.checked(self.plugin, "sample", self._plugins.call(self.plugin, "sample", shape, rng),
+        return plugins.checked(self.plugin, "sample", plugins.call(self.plugin, "sample", shape, rng),
                                      shape, allow_inf=False)
 
     def _edges(self, centre=None, width=None):
         """Panel edges over the support: the prior's scale times the shared Gaussian edges, and (per
         sample) the Gaussian factor's width around its centre, clipped to the support and sorted."""
-        from seqphase.core.numerics import GAUSSIAN_EDGES
-
         lo, hi = self.support
         base = self.scale * GAUSSIAN_EDGES
         if centre is None:
@@ -315,8 +311,6 @@ class DerivedPrior(Prior):
             mean = weight @ self.atoms
             var = np.maximum(weight @ self.atoms**2 - mean**2, 0.0)
             return log_z.reshape(shape), mean.reshape(shape), var.reshape(shape)
-        from seqphase.core.numerics import adaptive_moments
-
         positive = A > 0
         centre = np.where(positive, B / np.where(positive, A, 1.0), 0.0)
         width = np.where(positive, 1.0 / np.sqrt(np.where(positive, A, 1.0)), self.scale)
@@ -328,7 +322,7 @@ class DerivedPrior(Prior):
         try:
             result = adaptive_moments(log_f, self._edges(centre, width), tol=self.tol)
         except FloatingPointError:
-            raise self._plugins.PluginFault(f"{type(self.plugin).__name__}.log_density returned NaN") from None
+            raise plugins.PluginFault(f"{type(self.plugin).__name__}.log_density returned NaN") from None
         return result.log_mass.reshape(shape), result.mean.reshape(shape), result.var.reshape(shape)
 
     def denoise(self, B, A):
