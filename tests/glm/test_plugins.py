@@ -295,3 +295,14 @@ def test_python_api_lists_and_reexports():
     names = [row["name"] for row in seqphase.list_sweeps()]
     assert "glm-perceptron-se" in names
     assert seqphase.run is api.run and seqphase.Likelihood is plugins.Likelihood
+
+
+@pytest.mark.parametrize("target, words", [
+    ("nosuchmodule:Probit", "cannot import 'nosuchmodule:Probit'"),
+    ("userplugins:np", "is neither a seqphase.Likelihood nor a seqphase.Prior"),
+    ("not-registered", "no channel or prior named 'not-registered'"),
+])
+def test_check_bad_target_is_one_line_exit_2(capsys, target, words):
+    assert cli_main(["check", target]) == 2
+    err = capsys.readouterr().err
+    assert words in err and len(err.strip().splitlines()) == 1
