@@ -1,0 +1,46 @@
+"""Sphinx configuration of the seqphase manual: `python -m sphinx -W -b html docs docs/_build/html`.
+
+Markdown stays Markdown (myst-parser); tutorials are MyST notebooks executed at build time (myst-nb);
+the API reference comes from the numpydoc-style docstrings (autodoc + numpydoc)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import seqphase
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE / "_ext"))
+
+project = "seqphase"
+author = "the seqphase developers"
+release = seqphase.__version__
+version = release
+
+extensions = [
+    "myst_nb",  # also registers myst-parser for the .md pages
+    "sphinx.ext.autodoc",
+    "sphinx.ext.mathjax",
+    "numpydoc",
+]
+
+source_suffix = {".md": "myst-nb", ".ipynb": "myst-nb"}
+root_doc = "index"
+exclude_patterns = ["_build", "**.ipynb_checkpoints", "Thumbs.db", ".DS_Store"]
+
+myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence", "deflist"]
+myst_heading_anchors = 3
+
+# tutorials are executed at every build; a cell that raises fails the build (-W)
+nb_execution_mode = "force"
+nb_execution_timeout = 300
+nb_execution_raise_on_error = True
+nb_merge_streams = True
+
+autodoc_typehints = "none"
+numpydoc_show_class_members = False
+
+html_theme = "pydata_sphinx_theme"
+html_title = f"seqphase {release}"
+html_theme_options = {"navigation_with_keys": False, "show_toc_level": 2}
