@@ -54,12 +54,35 @@ ENTRY_POINT_GROUPS = {"channel": "seqphase.channels", "prior": "seqphase.priors"
 
 
 class Likelihood:
-    """A user output channel P(y | z), z in R^p. Subclass it and write `log_likelihood(y, z)` (elementwise
-    and broadcasting: for p = 1 z has no trailing axis, for p > 1 it is (..., p); log of the probability of
-    a discrete y, or of the density of a continuous y; -inf where impossible) and `sample(z, rng)` (labels
-    for z, same leading shape). Declare `labels` (the tuple of values of a discrete y, or None) and `p`.
+    """A user output channel P(y | z), z in R^p, for the `glm` family.
+
+    Subclass it, write `log_likelihood` and `sample`, and name the class in a spec as
+    ``channel = "module:Class"``. Z_out, g_out and its derivative, the state evolution's expectations
+    over y and the errors are derived from the likelihood by adaptive quadrature, so every method of
+    the family runs on it; ``seqphase check module:Class`` runs the identity battery on it.
+
+    Attributes
+    ----------
+    labels : tuple or None
+        The values of a discrete y (e.g. ``(-1.0, 1.0)``), or None for a continuous y.
+    p : int
+        The dimension of z (1 for a GLM channel).
+
+    Notes
+    -----
     The constructor's keyword arguments (numbers or booleans, each with a default or required) are model
-    parameters. Optional closed forms, p = 1: `g_out(y, omega, V) -> (g, dg)`, `log_partition(y, omega, V)`.
+    parameters: a spec sets them in ``[params]`` and several values make a grid axis.
+
+    Methods to write:
+
+    - ``log_likelihood(y, z)``: log P(y | z), elementwise and broadcasting (for p = 1 z has no trailing
+      axis, for p > 1 it is ``(..., p)``): the log probability of a discrete y or the log density of a
+      continuous one, ``-inf`` where impossible;
+    - ``sample(z, rng)``: labels y ~ P(y | z) of the same leading shape, drawn from the
+      `numpy.random.Generator` ``rng``.
+
+    Optional closed forms (p = 1), used when present and checked against the derived ones:
+    ``g_out(y, omega, V) -> (g, dg)`` and ``log_partition(y, omega, V)``.
     """
 
     p = 1
@@ -73,11 +96,26 @@ class Likelihood:
 
 
 class Prior:
-    """A user prior P0(x) of the signal's i.i.d. components. Subclass it and write `log_density(x)`
-    (elementwise; for a discrete prior the log probability of each atom) and `sample(shape, rng)`.
-    Declare `atoms` (the tuple of values of a discrete prior) or, for a continuous prior, `support`
-    ((lo, hi), either end may be infinite) and `scale` (the width over which the density varies: the
-    quadrature's first panels). Keyword arguments of the constructor are model parameters."""
+    """A user prior P0(x) of the signal's i.i.d. components, for the `glm` family.
+
+    Subclass it, write `log_density` and `sample`, and name the class in a spec as
+    ``prior = "module:Class"``. The denoiser and its variance are derived by quadrature.
+
+    Attributes
+    ----------
+    atoms : tuple or None
+        The values of a discrete prior, or None for a continuous one.
+    support : tuple
+        ``(lo, hi)`` of a continuous prior; either end may be infinite.
+    scale : float
+        The width over which a continuous density varies (the quadrature's first panels).
+
+    Notes
+    -----
+    Methods to write: ``log_density(x)`` (elementwise; for a discrete prior the log probability of each
+    atom) and ``sample(shape, rng)`` (draws of the given shape from the `numpy.random.Generator` ``rng``).
+    The constructor's keyword arguments are model parameters.
+    """
 
     atoms = None
     support = (-math.inf, math.inf)
