@@ -5,7 +5,7 @@ its reduced `--quick` grid, the same mechanism as `seqphase run --set`), the doc
 the cost of a reproduction measured on a 2-core machine (`cost_full`, `cost_quick`: wall seconds of
 `seqphase reproduce ID [--quick] --workers 2` into an empty store, the report included, and in brackets the
 CPU seconds, user + system, of the driver and its workers; `cost_quick` on an idle machine, `cost_full` on
-one shared with other jobs at the load docs/reproduce.md states, so those wall times are upper bounds). A `Run` may also take its alpha grid from a published
+one shared with other jobs at the load docs/reference/reproduce.md states, so those wall times are upper bounds). A `Run` may also take its alpha grid from a published
 data file (`published_grid`): the agreement table then compares at the published points themselves, with no
 interpolation. Quick runs are stored under NAME.quick so that they never mix with the full-size results.
 
