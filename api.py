@@ -280,7 +280,7 @@ def status(sweep, store=None):
     sweep : str
         The sweep's name in the store.
     store : str or pathlib.Path, optional
-        The zarr store (default ``$SEQPHASE_STORE``, else ``./seqphase.zarr``).
+        As for `run`.
 
     Returns
     -------

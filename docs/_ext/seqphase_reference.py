@@ -121,7 +121,10 @@ class CliDirective(_GeneratedDirective):
             usage = " ".join(command.format_usage().replace("usage:", "").split())
             out += ["```text", usage, "```", ""]
             rows = [_option_row(a) for a in command._actions if not isinstance(a, argparse._HelpAction)]
-            out += _list_table(["argument", "meaning", "required / default"], rows, widths=[30, 55, 15])
+            if rows:
+                out += _list_table(["argument", "meaning", "required / default"], rows, widths=[30, 55, 15])
+            else:
+                out += ["No arguments.", ""]
         return out
 
 
