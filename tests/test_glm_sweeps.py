@@ -1,5 +1,5 @@
 """The shipped GLM sweeps end to end through the CLI: values against the closed forms and published
-thresholds (docs/results.md, section Values), figures produced."""
+thresholds (docs/validation/glm.md, section Values), figures produced."""
 
 import csv
 import io

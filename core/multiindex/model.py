@@ -80,7 +80,7 @@ _THR = {
 
 
 #: quadrature resolution of the isotropic SE per channel (relative error of qhat < 1e-3 for q <= 0.6,
-#: measured against n_gh 20 / doubled y-rule density; see docs/multiindex.md). z1 z2: 1 - q below 1e-5 counts as
+#: measured against n_gh 20 / doubled y-rule density; see docs/validation/multiindex.md). z1 z2: 1 - q below 1e-5 counts as
 #: perfect recovery (the rule's noise floor in 1 - q is ~1e-6, where alpha = 3 used to spend 19 of 46 iterations)
 ISO_SE = {"z1z2": dict(n_gh=12, res=1.0, tol=1e-6, q_perfect=1 - 1e-5), "sign-z1z2": dict(n_gh=40, tol=1e-8)}
 

@@ -196,7 +196,7 @@ def smi_se(channel, alpha, draws, *, Q0=None, side_info=0.0, damping=0.2, tol=1e
     the first-layer overlap first decays (while Q22 is learned) to ~1e-10 and then, above alpha_1, regrows
     by a factor alpha K11 ~ 1.05 per iteration; its absolute change is far below tol for a hundred
     iterations, and an absolute criterion alone stops the SE on the unstable Q11 = 0 branch (alpha = 0.8,
-    2048 points: Q11 = 0 after 29 iterations, against 0.102 with this rule; docs/smi.md).
+    2048 points: Q11 = 0 after 29 iterations, against 0.102 with this rule; docs/validation/smi.md).
     `q_floor` keeps unfrozen diagonal entries >= q_floor (an infinitesimal perturbation, like side
     information) so that such an entry can regrow and its relative growth is defined.
     `accelerate`: every 4th iteration, Aitken extrapolation of converging diagonal entries (`_aitken`)
@@ -207,7 +207,7 @@ def smi_se(channel, alpha, draws, *, Q0=None, side_info=0.0, damping=0.2, tol=1e
     n-draw map, the same one (to tol) as without the coarse stage: only the start of the fine stage
     moves, from Q0 to the coarse fixed point, which differs from the fine one by the Monte Carlo
     error of n / k draws (2048 points, k = 8, c = 1: 2.3-2.7x faster at alpha = 0.8, 1.0, 1.6, fixed
-    points equal within 1e-5; docs/smi.md)."""
+    points equal within 1e-5; docs/validation/smi.md)."""
     p = channel.p
     frozen = set(freeze or ())
     Q = 0.05 * np.eye(p) if Q0 is None else np.array(Q0, float)

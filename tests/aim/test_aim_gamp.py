@@ -99,7 +99,7 @@ CASES = {
 }
 #: finite-d allowance (module docstring): measured mean bias at that d, rounded up (softmax: +0.020 +- 0.006
 #: at d = 100 and +0.008 +- 0.006 at d = 200; linear: +0.048 +- 0.009 at d = 80; hardmax (exact, per-sample
-#: cavity): +0.0098 +- 0.0027 at alpha = 0.5, d = 100, 16 seeds, a 1/d bias: docs/aim.md)
+#: cavity): +0.0098 +- 0.0027 at alpha = 0.5, d = 100, 16 seeds, a 1/d bias: docs/validation/aim.md)
 ALLOWANCE = {"softmax": 0.03, "hardmax": 0.01, "linear": 0.06}
 
 _GAMP_PROBE = textwrap.dedent("""

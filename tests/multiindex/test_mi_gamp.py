@@ -1,6 +1,6 @@
 """GAMP: the variance-recursion instability of the analytic-dg variant, the isotropic SE fixed point, the
 posterior of a label far outside a narrow cavity Gaussian, GAMP against the SE for z1 z2 (p = 2) at
-d = 400 with a finite-d allowance measured by a d-scan (docs/multiindex.md), and perfect recovery at
+d = 400 with a finite-d allowance measured by a d-scan (docs/validation/multiindex.md), and perfect recovery at
 alpha = 3 without the Nishimori-variance runaway."""
 
 import numpy as np
@@ -14,7 +14,7 @@ from seqphase.core.numerics import psd_sqrt
 SX = np.array([[0.0, 1.0], [1.0, 0.0]])
 
 # SE fixed points on Q = q I (se.iso_se; n_gh 20 / doubled y-rule density, the model's default
-# resolution gives 0.6062 and 0.64384): see docs/multiindex.md
+# resolution gives 0.6062 and 0.64384): see docs/validation/multiindex.md
 Q_SE = {("z1z2", 1.5): 0.6074, ("sign-z1z2", 4.0): 0.64384}
 
 
@@ -44,7 +44,7 @@ def test_iso_se_fixed_point_z1z2():
 
 
 # GAMP against SE. Finite-d bias of the seed mean of the mean singular value of M (z1 z2, alpha = 1.5,
-# d-scan 200 (64 seeds), 400 (32), 800 (16), 1600 (8), docs/multiindex.md): gap = -c / sqrt(d) with c
+# d-scan 200 (64 seeds), 400 (32), 800 (16), 1600 (8), docs/validation/multiindex.md): gap = -c / sqrt(d) with c
 # = 1.5 (d >= 400) .. 1.8 (all d); the allowance uses the larger value. Seed-to-seed sd ~ 2.4 / sqrt(d).
 C_FINITE_D = 1.8
 D_TEST, SEEDS_TEST, ITER_TEST = 400, 16, 60

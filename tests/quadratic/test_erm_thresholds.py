@@ -45,7 +45,7 @@ def test_alpha_sr_two_routes_within_one_percent_slow(kappa_star):
 @pytest.mark.slow
 @pytest.mark.parametrize("kappa_star", [0.1, 0.5])
 def test_alpha_interp_two_routes_within_one_percent(kappa_star):
-    """The bisection crosses the fold of the xi-continuation (erm.Fold); measured gaps in docs/quadratic-erm.md;
+    """The bisection crosses the fold of the xi-continuation (erm.Fold); measured gaps in docs/validation/quadratic-erm.md;
     30-70 s each on the shared machine, hence slow."""
     eq = th.alpha_interp_equation(kappa_star, 2.0, 0.5)
     bis = th.alpha_interp_bisection(kappa_star, 2.0, 0.5)

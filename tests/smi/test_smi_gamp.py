@@ -34,7 +34,7 @@ def _normalised_final_overlap(alpha, d, seed, **kw):
 def test_gamp_lands_on_the_se_fixed_point():
     """alpha = 1.2, both layers learned. The labels carry index noise of variance eps = 1e-3, the teacher
     the SE with the same eps describes (z = omega + (I - Q + eps I)^{1/2} u), so the SE is GAMP's exact
-    d -> infinity prediction (in the noiseless model GAMP goes beyond the eps-regularised SE, docs/smi.md).
+    d -> infinity prediction (in the noiseless model GAMP goes beyond the eps-regularised SE, docs/validation/smi.md).
 
     Tolerances: layer 1, mean of 3 seeds at d = 300 within 0.08 of the SE Q11 = 0.86: the seed-to-seed sd
     measured at d = 300 is 0.035 (0.02 of the mean of 3, times 3 = 0.06), plus the SE's own quasi-Monte
@@ -46,7 +46,7 @@ def test_gamp_lands_on_the_se_fixed_point():
     se = sse.smi_se(ch, 1.2, sse.Draws(ch.p, ch.T, 512, np.random.default_rng(0)), Q0=np.diag([0.5, 0.99]),
                     max_iter=100, tol=1e-4, eps=EPS)
     q11, q22 = se.Q[0, 0], se.Q[1, 1]
-    assert 0.8 < q11 < 0.92 and q22 > 0.995  # the SE itself (docs/smi.md: 0.860, 0.9978 at 2048 points)
+    assert 0.8 < q11 < 0.92 and q22 > 0.995  # the SE itself (docs/validation/smi.md: 0.860, 0.9978 at 2048 points)
     finals = []
     for seed in (1, 2, 3):
         m, tr = _normalised_final_overlap(1.2, 300, seed, noise=EPS, eps=EPS, max_iter=50, damping=0.2)

@@ -48,11 +48,11 @@ def _dense_z2(u, om, V, c, n, width=10.0):
 def test_z2_chart_matches_dense_grid_at_v22_1e6(c):
     """V = diag(0.5, 1e-6) (layer 2 nearly known, layer 1 not: the SE and GAMP between alpha_1 and perfect
     recovery at eps = 1e-6). The channel uses the z2 chart there; on labels from the model, g and the
-    posterior covariance within the channel's per-sample budget, 1% of their largest entry (docs/smi.md;
+    posterior covariance within the channel's per-sample budget, 1% of their largest entry (docs/validation/smi.md;
     measured worst 1.6e-3 here, median 1e-7), against the dense z2 grid, on the draws where that reference
     is converged (its 700^2 and 1000^2 grids agree within 1e-5; draws with z1 near the diagonal, which
     this chart maps to one point, may not). The old z1 grid was off by O(1) on 2 of 12 such draws at c = 1
-    (docs/smi.md)."""
+    (docs/validation/smi.md)."""
     ch = AttentionChannel(2, c)
     rng = np.random.default_rng(7)
     V = np.diag([0.5, 1e-6])

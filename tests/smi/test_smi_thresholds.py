@@ -53,7 +53,7 @@ def test_search_finds_the_root_from_any_bracket_in_few_rounds(root, bracket, k):
 
 def test_two_stage_alpha1_is_the_one_stage_root():
     """Both searches find the root of the same deterministic r (same draws for the fixed-point curve and
-    K11), so they agree within rtol (what the coarse stage saves is measured in docs/smi.md, not asserted
+    K11), so they agree within rtol (what the coarse stage saves is measured in docs/validation/smi.md, not asserted
     here)."""
     ch = AttentionChannel(2, 1.0)
     kd = sse.Draws(2, 2, 2048, np.random.default_rng(2))
