@@ -18,9 +18,11 @@ the entry-point group `seqphase.channels` / `seqphase.priors`). The family deriv
 * Z_out(y, omega, V) = int N(z; omega, V) P(y | z) dz, g_out = d_omega log Z_out and its derivative, by
   adaptive Gauss-Legendre quadrature in t = (z - omega) / sqrt(V) (`numerics.adaptive_moments`:
   steps of a discrete label's likelihood and transitions of any width are located, not smeared);
-* the SE expectations over y: a sum over `labels` weighted by Z_out (discrete y), or, for a continuous
-  y, an average over labels drawn by the plug-in's own sampler at fixed Gaussian nodes and a fixed
-  seed (common random numbers: deterministic, Monte-Carlo error ~ 1/sqrt(`n_label_draws`) per node);
+* the SE expectations over y: a sum over `labels` weighted by Z_out (discrete y: every label's Z_out
+  and moments at all cavities of one SE step on one shared rule, `DerivedScalarChannel.label_table`),
+  or, for a continuous y, an average over labels drawn by the plug-in's own sampler at fixed Gaussian
+  nodes and a fixed seed (common random numbers: deterministic, Monte-Carlo error ~
+  1/sqrt(`n_label_draws`) per node; each label's g_out on a fixed rule, `drawn_moments`);
 * the Bayes-optimal and plug-in test errors (the most probable label's error for discrete y, the
   squared error for continuous y) and whether the channel is even (P(y | z) = P(y | -z)).
 
@@ -347,11 +349,15 @@ class DerivedScalarChannel(ScalarChannel):
     family's SE, GAMP, thresholds and onset evaluate: every quantity derived from `log_likelihood` and
     `sample`, or taken from the plug-in's closed forms where it gives them.
 
-    `tol` is the adaptive quadrature's relative tolerance (`numerics.adaptive_moments`): measured on the
-    probit and sign channels, the derived g_out and dg agree with the closed forms within 100 `tol`
-    (1e-11 default: within 1e-9). A continuous y is integrated over `n_label_draws` labels drawn by the
+    `tol` is the adaptive quadrature's relative tolerance (`numerics.adaptive_moments`) of `moments`, the
+    per-sample g_out that GAMP and `seqphase check` use: measured on the probit and sign channels, the
+    derived g_out and dg agree with the closed forms within 100 `tol` (1e-11 default: within 1e-9).
+    Expectations over y at one cavity variance (SE, thresholds, test errors) use `label_table` instead,
+    accurate in absolute terms to `kernel_tol` (measured against the closed forms of sign and probit:
+    within 1e-12 for V >= 1e-4). A continuous y is integrated over `n_label_draws` labels drawn by the
     plug-in's sampler at each of `n_label_nodes` Gauss-Hermite nodes of z (a fixed seed: the same labels
-    every call).
+    every call). What the likelihood looks like (evenness, its panels) is found once per plug-in class and
+    parameter values in a process and shared by every channel object built from them.
     """
 
     n_label_nodes = 24

@@ -60,6 +60,32 @@ def test_shared_rule_equals_per_sample_rule():
             assert np.max(np.abs(a - b)) < 1e-9
 
 
+@pytest.mark.parametrize("delta", [None, 0.1, 1e-3])
+def test_label_table_matches_the_closed_forms(delta):
+    """The SE's rule (`label_table`: every label at every cavity of one V) against Z_out, E[t | y] and
+    Var[t | y] in closed form (sign: u = y omega / sqrt(V); probit: the same with V + delta), weighted by
+    Z_out as the SE uses them (delta None: sign). Tolerance 1e-11: the kernel rule's bound (`kernel_tol` = 1e-12 per moment)
+    and the features' (`feature_tol`), with a factor 5 for the variance's cancellation (measured <= 9e-13)."""
+    plugin = userplugins.Sign() if delta is None else userplugins.Probit(delta=delta)
+    derived = plugins.DerivedScalarChannel(plugin)
+    for V in (1.0, 0.3, 1e-2, 1e-4):
+        s = math.sqrt(V)
+        omega = math.sqrt(1 - V) * np.linspace(-9.0, 9.0, 301)
+        log_z, mean, var = derived.label_table(omega, V)
+        for row, y in enumerate(derived.labels):
+            if delta is None:
+                u = y * omega / s
+                ratio = np.exp(stats.norm.logpdf(u) - stats.norm.logcdf(u))
+                z_out, exact_mean, exact_var = stats.norm.cdf(u), y * ratio, 1 - ratio * (u + ratio)
+            else:
+                closed = userplugins.ClosedProbit(delta=delta)
+                g, dg = closed.g_out(y, omega, V)
+                z_out, exact_mean, exact_var = np.exp(closed.log_partition(y, omega, V)), g * s, 1 + dg * V
+            assert np.max(np.abs(np.exp(log_z[row]) - z_out)) < 1e-11
+            assert np.max(z_out * np.abs(mean[row] - exact_mean)) < 1e-11
+            assert np.max(z_out * np.abs(var[row] - exact_var)) < 1e-11
+
+
 def test_probit_se_equals_closed_form_se():
     prior, derived = build(point("userplugins:Probit", delta=0.1))
     _, closed = build(point("userplugins:ClosedProbit", delta=0.1))
