@@ -521,11 +521,11 @@ class DerivedScalarChannel(ScalarChannel):
         first_panel, last_panel = np.floor(low / step).astype(np.int64), np.floor(high / step).astype(np.int64)
         order = np.argsort(first_panel, kind="stable")
         starts, ends = first_panel[order], np.maximum.accumulate(last_panel[order])
-        new_run = np.r_[True, starts[1:] > ends[:-1] + 1]
+        new_run = np.concatenate([[True], starts[1:] > ends[:-1] + 1])
         run_lo = starts[new_run]
-        run_hi = ends[np.r_[new_run[1:], True]]
+        run_hi = ends[np.concatenate([new_run[1:], [True]])]
         counts = run_hi - run_lo + 1
-        panel = np.arange(counts.sum()) + np.repeat(run_lo - np.r_[0, np.cumsum(counts)[:-1]], counts)
+        panel = np.arange(counts.sum()) + np.repeat(run_lo - np.cumsum(counts) + counts, counts)
         features = self.feature_edges()
         run_of = np.searchsorted(run_lo * step, features, side="right") - 1
         inside = (run_of >= 0) & (features < (run_hi[np.maximum(run_of, 0)] + 1) * step)
@@ -560,15 +560,16 @@ class DerivedScalarChannel(ScalarChannel):
         order = np.argsort(omega, kind="stable")
         sorted_omega = omega[order]
         group = np.floor((sorted_omega - sorted_omega[0]) / (reach * sigma)).astype(np.int64)
-        new_group = np.r_[True, group[1:] != group[:-1]]
-        group_start = np.maximum.accumulate(np.where(new_group, np.arange(group.size), 0))
-        block = np.cumsum(new_group | ((np.arange(group.size) - group_start) % cls.block_cavities == 0)) - 1
+        position = np.arange(group.size)
+        new_group = np.concatenate([[True], group[1:] != group[:-1]])
+        group_start = np.maximum.accumulate(np.where(new_group, position, 0))
+        new_block = new_group | ((position - group_start) % cls.block_cavities == 0)
+        block = np.cumsum(new_block) - 1
         n_blocks = int(block[-1]) + 1
-        slot = np.arange(group.size) - np.searchsorted(block, block)  # position within its block
-        lo = np.full(n_blocks, np.inf)
-        hi = np.full(n_blocks, -np.inf)
-        np.minimum.at(lo, block, sorted_omega)
-        np.maximum.at(hi, block, sorted_omega)
+        block_start = np.flatnonzero(new_block)
+        slot = position - block_start[block]  # position within its block
+        lo = sorted_omega[block_start]
+        hi = sorted_omega[np.concatenate([block_start[1:] - 1, [group.size - 1]])]
         first = np.searchsorted(z, lo - reach * sigma)
         count = np.searchsorted(z, hi + reach * sigma, side="right") - first
         width = max(int(count.max()), 1)
@@ -579,11 +580,8 @@ class DerivedScalarChannel(ScalarChannel):
         zeta = (z[index] - centre[:, None]) / sigma                                       # (blocks, nodes)
         node_factor = np.where(inside, weight[index] * np.exp(-0.5 * zeta * zeta), 0.0)
         n_labels = likelihood.shape[0]
-        rows = np.empty(zeta.shape + (3, n_labels))                                      # (blocks, nodes, k, labels)
-        rows[:, :, 0] = likelihood.T[index] * node_factor[:, :, None]
-        rows[:, :, 1] = rows[:, :, 0] * zeta[:, :, None]
-        rows[:, :, 2] = rows[:, :, 1] * zeta[:, :, None]
-        rows = rows.reshape(zeta.shape + (3 * n_labels,))
+        read = np.ascontiguousarray(likelihood.T)[index] * node_factor[:, :, None]       # (blocks, nodes, labels)
+        rows = np.concatenate([read, read * zeta[:, :, None], read * (zeta * zeta)[:, :, None]], axis=2)
         w = np.zeros((n_blocks, int(slot.max()) + 1))
         w[block, slot] = (sorted_omega - centre[block]) / sigma
         sums = np.exp(w[:, :, None] * zeta[:, None, :]) @ rows                           # (blocks, cavities, 3 labels)
