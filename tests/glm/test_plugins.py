@@ -337,9 +337,10 @@ def test_check_bad_target_is_one_line_exit_2(capsys, target, words):
 # -- a continuous label, and the onset method, with a user channel ----------------------------------------
 
 def _linear_se_sensitivity(alpha, V, delta):
-    """dV*/d(mhat) at the SE fixed point V* = 1 / (1 + mhat(V*)) of a N(0, 1) prior and the linear channel,
-    mhat(V) = alpha / (V + delta): a constant error e of the channel's mhat moves V* (= the overlap's error)
-    by e (1 + mhat)^-2 / (1 - mhat'(V) ... ) to first order."""
+    """|dV*/de| at the SE fixed point V* = 1 / (1 + mhat(V*) + e) of a N(0, 1) prior and the linear channel,
+    mhat(V) = alpha / (V + delta), for a constant error e of the channel's mhat: to first order
+    (1 + mhat)^-2 / (1 + mhat'(V*) (1 + mhat)^-2), mhat'(V) = -alpha / (V + delta)^2 (V* = 1 - overlap, so
+    this is also the overlap's sensitivity)."""
     mhat = alpha / (V + delta)
     return (1 + mhat) ** -2 / (1 - alpha / ((V + delta) ** 2 * (1 + mhat) ** 2))
 
