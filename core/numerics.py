@@ -323,6 +323,11 @@ def _unit_legendre(n):
     return (x + 1.0) / 2.0, w / 2.0
 
 
+def unit_legendre(n):
+    """Gauss-Legendre nodes and weights on [0, 1] (cached)."""
+    return _unit_legendre(int(n))
+
+
 @dataclass
 class AdaptiveMoments:
     """Moments of exp(log_f) per sample: `mass` = int exp(log_f - shift) dt, `mean` and `var` of t under
@@ -469,11 +474,7 @@ def resolve_panels(log_f, lo, hi, *, width=0.5, nodes=5, jump=0.5, rtol=1e-12, f
     for depth in range(max_depth + 1):
         if a.size == 0:
             break
-        ordered, half, mid = _halves_points(a, b, u)
-        t = np.concatenate([ordered, a[:, None] + 2 * half[:, None] * u[None, :]], axis=1)  # + the whole rule
-        values = np.asarray(log_f(t.ravel()), float).reshape(t.shape)
-        if np.isnan(values).any():
-            raise FloatingPointError("the log integrand returned NaN")
+        values, half, mid, _ = _panel_reads(log_f, a, b, u)
         top = max(top, float(values.max()))
         steps = _largest_step(values[:, :2 * nodes + 3])
         scaled = np.exp(np.minimum(values - top, 0.0))
@@ -487,3 +488,128 @@ def resolve_panels(log_f, lo, hi, *, width=0.5, nodes=5, jump=0.5, rtol=1e-12, f
         accepted.append(mid[rough])
         a, b = np.concatenate([a[rough], mid[rough]]), np.concatenate([mid[rough], b[rough]])
     return np.unique(np.concatenate(accepted + [np.arange(lo, hi, width)]))
+
+
+# -- a fixed rule for Gaussian-weighted integrals of a resolved function ------------------------------
+
+
+def _cramer_bound(j):
+    """max_t |d^j/dt^j phi(t)| <= 1.0865 sqrt(j!) / sqrt(2 pi) (Cramer's bound on Hermite functions)."""
+    return 1.0865 * math.sqrt(math.factorial(j)) / math.sqrt(2.0 * math.pi)
+
+
+@lru_cache(maxsize=8)
+def gaussian_kernel_rule(tol=1e-14):
+    """(reach, nodes, width) of the composite Gauss-Legendre rule that integrates t^k phi(t) f(t), k = 0, 1, 2,
+    over [-reach, reach] within `tol` for any f that is constant on the rule's panels, the fewest nodes
+    per unit of t that the bounds allow:
+
+    * the truncation: int_{|t| > R} t^k phi <= 2 phi(R) (R + 1) for k <= 2, so R is the smallest with
+      2 phi(R) (R + 1) <= tol / 2;
+    * each panel of width c: the n-point Gauss-Legendre error c^(2n+1) (n!)^4 / ((2n+1) ((2n)!)^3) times
+      max |d^2n (t^2 phi)| <= R^2 B_2n + 4n R B_(2n-1) + 2n (2n-1) B_(2n-2) (Leibniz, B_j Cramer's bound on
+      the derivatives of phi), summed over the 2R / c + 1 panels a cavity reads, below tol / 2.
+
+    n is at most 12: the function the Gaussian multiplies is resolved on its own panels by a 5-point rule
+    (`merged_panels`: locally a polynomial of degree <= 9 within its tolerance), and the product has to stay
+    within the rule's degree 2n - 1; a function with structure finer than the panels needs its edges
+    among them."""
+    reach = 1.0
+    while 2.0 * math.exp(-0.5 * reach * reach) / math.sqrt(2.0 * math.pi) * (reach + 1.0) > tol / 2:
+        reach += 0.05
+    best = None
+    for n in range(4, 13):
+        derivative = (reach**2 * _cramer_bound(2 * n) + 4 * n * reach * _cramer_bound(2 * n - 1)
+                      + 2 * n * (2 * n - 1) * _cramer_bound(2 * n - 2))
+        constant = math.factorial(n) ** 4 / ((2 * n + 1) * math.factorial(2 * n) ** 3) * derivative
+        lo, hi = 1e-3, 2.0 * reach
+        for _ in range(60):  # the widest panel whose summed bound meets tol / 2
+            width = 0.5 * (lo + hi)
+            if constant * width ** (2 * n + 1) * (2.0 * reach / width + 1.0) <= tol / 2:
+                lo = width
+            else:
+                hi = width
+        if best is None or n / lo < best[1] / best[2]:
+            best = (reach, n, lo)
+    return best
+
+
+def _panel_reads(log_f, a, b, u):
+    """log_f read at each panel's ordered points (`_halves_points`: ends, midpoint, the halves' nodes)
+    followed by its whole-panel nodes; with the panels' half widths and midpoints."""
+    n = u.size
+    ordered, half, mid = _halves_points(a, b, u)
+    t = np.concatenate([ordered, a[:, None] + 2 * half[:, None] * u[None, :]], axis=1)
+    values = np.asarray(log_f(t.ravel()), float).reshape(t.shape)
+    if np.isnan(values).any():
+        raise FloatingPointError("the log integrand returned NaN")
+    return values, half, mid, n
+
+
+def merged_panels(log_f, edges, *, tol=1e-13, jump=0.05, nodes=5, fine=1e-12):
+    """The fewest of `edges` (sorted panel edges on which exp(log_f) is resolved, e.g. by `resolve_panels`)
+    on which exp(log_f) stays resolved in absolute terms, relative to its largest value M: an interior edge
+    is dropped while the panel the merge leaves (1) integrates exp(log_f) x^k, k = 0, 1, 2 (x its position
+    scaled to [-1, 1]), by one `nodes`-point rule within `tol` M per unit length of what the rules of its
+    two parts give (the parts are resolved, so structure the one rule misses shows), and (2) its values
+    read at its ends, the parts' nodes and the dropped edge change by at most `jump` M between
+    neighbours (a step at the edge stays). Panels narrower than `fine` (a step located by the bisection)
+    shrink to one edge at their midpoint. What stays are the function's own features: its steps and the
+    panels its transitions need; a smooth or negligible stretch becomes one panel."""
+    u, wu = _unit_legendre(nodes)
+    edges = np.asarray(edges, float)
+    narrow = np.flatnonzero(np.diff(edges) < fine)
+    if narrow.size:
+        edges = edges.copy()
+        edges[narrow] = 0.5 * (edges[narrow] + edges[narrow + 1])
+        edges = np.delete(edges, narrow + 1)
+    top = float(np.max(log_f(np.concatenate([edges, 0.5 * (edges[1:] + edges[:-1])]))))
+    if not np.isfinite(top):
+        return edges[[0, -1]]
+    while edges.size > 2:
+        a, e, b = edges[:-2, None], edges[1:-1, None], edges[2:, None]  # merging drops edge e
+        parts = np.concatenate([a + (e - a) * u, b - (b - e) * u[::-1]], axis=1)
+        whole = a + (b - a) * u
+        points = np.concatenate([a, parts[:, :nodes], e, parts[:, nodes:], b, whole], axis=1)
+        values = np.asarray(log_f(points.ravel()), float).reshape(points.shape)
+        if np.isnan(values).any():
+            raise FloatingPointError("the log integrand returned NaN")
+        scaled = np.exp(np.minimum(values - top, 0.0))
+        steps = np.abs(np.diff(scaled[:, :2 * nodes + 3], axis=1)).max(axis=1)
+        x = 2.0 * (points - a) / (b - a) - 1.0
+        weights = np.concatenate([(e - a) * wu, (b - e) * wu[::-1]], axis=1)
+        smooth = steps <= jump
+        for k in range(3):
+            f = scaled * x**k
+            by_parts = (f[:, 1:nodes + 1] * weights[:, :nodes]).sum(1) + (f[:, nodes + 2:2 * nodes + 2]
+                                                                           * weights[:, nodes:]).sum(1)
+            by_one = (f[:, 2 * nodes + 3:] * wu).sum(1) * (b - a)[:, 0]
+            smooth &= np.abs(by_one - by_parts) <= tol * (b - a)[:, 0]
+        # drop every other edge of each run of droppable ones: no two merges touch the same panel
+        index = np.arange(smooth.size)
+        run_start = np.maximum.accumulate(np.where(np.r_[True, ~smooth[:-1]], index, 0))
+        drop = smooth & ((index - run_start) % 2 == 0)
+        if not drop.any():
+            break
+        edges = np.delete(edges, np.flatnonzero(drop) + 1)
+    return edges
+
+
+def uniform_resolution(log_f, lo, hi, *, tol=1e-12, nodes=12, widest=4.0, narrowest=1e-6):
+    """The widest panel width h (from `widest`, halving) on which every panel of a uniform grid over
+    [lo, hi] resolves exp(log_f) in absolute terms: the `nodes`-point rule on each panel and on its halves
+    agree within `tol` M per unit length (M the largest value read). For a smooth function whose scale
+    does not depend on where it is read (a continuous label's likelihood); `narrowest` if none does."""
+    u, wu = _unit_legendre(nodes)
+    width = float(widest)
+    while width > narrowest:
+        a = np.arange(lo, hi, width)
+        b = np.minimum(a + width, hi)
+        values, half, _, n = _panel_reads(log_f, a, b, u)
+        scaled = np.exp(values - values.max())
+        halves = (scaled[:, 1:n + 1] @ wu + scaled[:, n + 2:2 * n + 2] @ wu) * half
+        whole = scaled[:, 2 * n + 3:] @ wu * 2 * half
+        if np.all(np.abs(halves - whole) <= tol * 2 * half):
+            return width
+        width /= 2
+    return narrowest

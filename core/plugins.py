@@ -18,9 +18,11 @@ the entry-point group `seqphase.channels` / `seqphase.priors`). The family deriv
 * Z_out(y, omega, V) = int N(z; omega, V) P(y | z) dz, g_out = d_omega log Z_out and its derivative, by
   adaptive Gauss-Legendre quadrature in t = (z - omega) / sqrt(V) (`numerics.adaptive_moments`:
   steps of a discrete label's likelihood and transitions of any width are located, not smeared);
-* the SE expectations over y: a sum over `labels` weighted by Z_out (discrete y), or, for a continuous
-  y, an average over labels drawn by the plug-in's own sampler at fixed Gaussian nodes and a fixed
-  seed (common random numbers: deterministic, Monte-Carlo error ~ 1/sqrt(`n_label_draws`) per node);
+* the SE expectations over y: a sum over `labels` weighted by Z_out (discrete y: every label's Z_out
+  and moments at all cavities of one SE step on one shared rule, `DerivedScalarChannel.label_table`),
+  or, for a continuous y, an average over labels drawn by the plug-in's own sampler at fixed Gaussian
+  nodes and a fixed seed (common random numbers: deterministic, Monte-Carlo error ~
+  1/sqrt(`n_label_draws`) per node; each label's g_out on a fixed rule, `drawn_moments`);
 * the Bayes-optimal and plug-in test errors (the most probable label's error for discrete y, the
   squared error for continuous y) and whether the channel is even (P(y | z) = P(y | -z)).
 
@@ -48,9 +50,17 @@ import numpy as np
 
 from seqphase.core.channel import ScalarChannel
 from seqphase.core.errors import ParameterError
-from seqphase.core.numerics import GAUSSIAN_EDGES, LOG_SQRT_2PI, adaptive_moments, gauss_hermite, resolve_panels
+from seqphase.core.numerics import (GAUSSIAN_EDGES, LOG_SQRT_2PI, adaptive_moments, gauss_hermite,
+                                    gaussian_kernel_rule, merged_panels, resolve_panels, uniform_resolution,
+                                    unit_legendre)
 
 ENTRY_POINT_GROUPS = {"channel": "seqphase.channels", "prior": "seqphase.priors"}
+
+#: version of the quadratures that derive a channel plug-in's quantities (`DerivedScalarChannel`); it
+#: enters the identity of every point with a channel plug-in. 2: the SE's expectations over y on one
+#: rule per (omega, V) for all labels (`label_table`), a continuous y's g_out on a fixed rule
+#: (`drawn_moments`); 1 (no suffix in the tag): per-label shared rules and per-sample adaptive quadrature.
+DERIVED_CHANNEL_VERSION = 2
 
 
 class Likelihood:
@@ -151,8 +161,10 @@ class PluginInfo:
 
     @property
     def tag(self):
-        """The text a point's algorithm version carries, so an edited plug-in recomputes its points."""
-        return f"{self.kind}={self.module}:{self.qualname}@{self.sha256[:16]}"
+        """The text a point's algorithm version carries, so an edited plug-in recomputes its points; a
+        channel's also names the version of the derivation (`DERIVED_CHANNEL_VERSION`)."""
+        derivation = f"/derived-v{DERIVED_CHANNEL_VERSION}" if self.kind == "channel" else ""
+        return f"{self.kind}={self.module}:{self.qualname}@{self.sha256[:16]}{derivation}"
 
     def provenance(self):
         return {"name": self.name, "kind": self.kind, "module": self.module, "class": self.qualname,
@@ -341,17 +353,49 @@ def smoke_test(plugin, kind, where=None):
 
 # -- the derived scalar channel (p = 1) ------------------------------------------------------------------
 
+#: what a channel's likelihood looks like (evenness, the panels that resolve each label), found once per
+#: plug-in class and parameter values in a process: every work of a sweep builds its channel anew
+_STRUCTURES = {}
+_STRUCTURES_MAX = 64
+
+
+def _array_key(*arrays):
+    """A dictionary key of the contents and shape of equally shaped float arrays."""
+    return hashlib.sha1(b"".join(np.ascontiguousarray(a).tobytes() for a in arrays)).digest() + \
+        repr(np.shape(arrays[0])).encode()
+
+
+def _structure(plugin):
+    """The dict in which a plug-in object's resolved structure is kept: shared by every object of the same
+    class (the class object itself: an edited and re-imported module is a new class) and the same
+    attribute values; the object's own dict when an attribute is not a plain hashable value."""
+    try:
+        key = (type(plugin), tuple(sorted(vars(plugin).items())))
+        hash(key)
+    except TypeError:
+        return {}
+    if key not in _STRUCTURES:
+        if len(_STRUCTURES) >= _STRUCTURES_MAX:
+            _STRUCTURES.pop(next(iter(_STRUCTURES)))
+        _STRUCTURES[key] = {}
+    return _STRUCTURES[key]
+
+
 
 class DerivedScalarChannel(ScalarChannel):
     """A p = 1 `Likelihood` as the shared scalar channel protocol (`core/channel.py`) that the glm
     family's SE, GAMP, thresholds and onset evaluate: every quantity derived from `log_likelihood` and
     `sample`, or taken from the plug-in's closed forms where it gives them.
 
-    `tol` is the adaptive quadrature's relative tolerance (`numerics.adaptive_moments`): measured on the
-    probit and sign channels, the derived g_out and dg agree with the closed forms within 100 `tol`
-    (1e-11 default: within 1e-9). A continuous y is integrated over `n_label_draws` labels drawn by the
+    `tol` is the adaptive quadrature's relative tolerance (`numerics.adaptive_moments`) of `moments`, the
+    per-sample g_out that GAMP and `seqphase check` use: measured on the probit and sign channels, the
+    derived g_out and dg agree with the closed forms within 100 `tol` (1e-11 default: within 1e-9).
+    Expectations over y at one cavity variance (SE, thresholds, test errors) use `label_table` instead,
+    accurate in absolute terms to `kernel_tol` (measured against the closed forms of sign and probit:
+    within 1e-12 for V >= 1e-4). A continuous y is integrated over `n_label_draws` labels drawn by the
     plug-in's sampler at each of `n_label_nodes` Gauss-Hermite nodes of z (a fixed seed: the same labels
-    every call).
+    every call). What the likelihood looks like (evenness, its panels) is found once per plug-in class and
+    parameter values in a process and shared by every channel object built from them.
     """
 
     n_label_nodes = 24
@@ -369,7 +413,11 @@ class DerivedScalarChannel(ScalarChannel):
         self.discrete = self.labels is not None
         self.closed_g_out = getattr(plugin, "g_out", None) if use_closed_forms else None
         self.closed_log_partition = getattr(plugin, "log_partition", None) if use_closed_forms else None
-        self.even = self._is_even()
+        self._structure = _structure(plugin)
+        if "even" not in self._structure:
+            self._structure["even"] = self._is_even()
+        self.even = self._structure["even"]
+        self._weighted = ()  # (y, omega, moments) while `expect_y` evaluates its function (see there)
 
     # -- what the user wrote -------------------------------------------------------------------------
     def log_likelihood(self, y, z):
@@ -397,9 +445,10 @@ class DerivedScalarChannel(ScalarChannel):
         """(log Z_out, E[t | y], Var[t | y]) with t = (z - omega) / sqrt(V), elementwise on broadcast
         arrays (flattened inside). The last few results are kept: SE asks for log Z_out and g_out of the
         same labels and nodes in turn (`expect_y`), and each is one quadrature."""
+        if self._weighted and y is self._weighted[0] and omega is self._weighted[1]:
+            return self._weighted[2]
         y, omega, V = np.broadcast_arrays(*(np.asarray(a, float) for a in (y, omega, V)))
-        key = hashlib.sha1(b"".join(np.ascontiguousarray(a).tobytes() for a in (y, omega, V))).digest() + \
-            repr(y.shape).encode()
+        key = _array_key(y, omega, V)
         cache = self.__dict__.setdefault("_moments_cache", {})
         if key not in cache:
             if len(cache) >= 8:
@@ -453,8 +502,9 @@ class DerivedScalarChannel(ScalarChannel):
     shared_nodes_max, shared_spread = 8_000, 1.5
 
     def label_edges(self, label):
-        """Panel edges over [-z_window, z_window] resolving P(label | z) (cached per label)."""
-        cache = self.__dict__.setdefault("_label_edges", {})
+        """Panel edges over [-z_window, z_window] resolving P(label | z) in relative terms (cached per
+        label and, through `_structure`, per plug-in class and parameters)."""
+        cache = self._structure.setdefault("label_edges", {})
         if label not in cache:
             def log_f(z):
                 return self.log_likelihood(np.full(z.shape, label), z)
@@ -464,6 +514,139 @@ class DerivedScalarChannel(ScalarChannel):
             except FloatingPointError:
                 raise PluginFault(f"{type(self.plugin).__name__}.log_likelihood returned NaN") from None
         return cache[label]
+
+    def feature_edges(self):
+        """The edges every label's likelihood needs in absolute terms (`numerics.merged_panels` of each
+        label's `label_edges`, united): its steps and the panels of its transitions, nothing where it is
+        smooth or negligible. Cached per plug-in class and parameters."""
+        if "feature_edges" not in self._structure:
+            parts = []
+            for label in self.labels:
+                def log_f(z, label=float(label)):
+                    return self.log_likelihood(np.full(z.shape, label), z)
+
+                try:
+                    parts.append(merged_panels(log_f, self.label_edges(float(label)), tol=self.feature_tol,
+                                               nodes=gaussian_kernel_rule(self.kernel_tol)[1]))
+                except FloatingPointError:
+                    raise PluginFault(f"{type(self.plugin).__name__}.log_likelihood returned NaN") from None
+            self._structure["feature_edges"] = np.unique(np.concatenate(parts))
+        return self._structure["feature_edges"]
+
+    #: absolute tolerance (relative to the label's largest probability, per unit of z) to which
+    #: `feature_edges` resolve a likelihood, and that of the kernel rule (`numerics.gaussian_kernel_rule`)
+    feature_tol, kernel_tol = 1e-12, 1e-12
+
+    def label_table(self, omega, V):
+        """(log Z_out, E[t | y], Var[t | y]) of every label (arrays (labels, K)) at the cavities
+        N(omega_k, V), omega 1-d and V one number (SE, the thresholds), on one rule: composite Gauss-Legendre
+        in z over the panels of a grid of spacing c sqrt(V) (aligned at z = 0) that the cavities' windows
+        omega_k +- R sqrt(V) reach, split at the likelihood's `feature_edges`; (R, nodes, c) from
+        `numerics.gaussian_kernel_rule(kernel_tol)`. The likelihood is read once per node for all cavities,
+        each cavity sums its own band of nodes. Accurate in absolute terms: a label's moments are as good as
+        its probability is large, which is what an expectation over y weighted by Z_out needs (`expect_y`)
+        and not what GAMP's g_out of an unlikely label needs (`moments`). None where the windows leave
+        [-z_window, z_window]."""
+        omega = np.asarray(omega, float)
+        sigma = math.sqrt(float(V))
+        reach, nodes, width = gaussian_kernel_rule(self.kernel_tol)
+        low, high = omega - reach * sigma, omega + reach * sigma
+        step = width * sigma
+        if not (sigma > 0 and omega.size and low.min() > -self.z_window and high.max() < self.z_window
+                and self.z_window / step < 2.0**50):  # grid indices exact in float64 (V not vanishing)
+            return None
+        # the grid panels [i step, (i + 1) step] some window reaches: runs of consecutive i
+        first_panel, last_panel = np.floor(low / step).astype(np.int64), np.floor(high / step).astype(np.int64)
+        order = np.argsort(first_panel, kind="stable")
+        starts, ends = first_panel[order], np.maximum.accumulate(last_panel[order])
+        new_run = np.concatenate([[True], starts[1:] > ends[:-1] + 1])
+        run_lo = starts[new_run]
+        run_hi = ends[np.concatenate([new_run[1:], [True]])]
+        counts = run_hi - run_lo + 1
+        panel = np.arange(counts.sum()) + np.repeat(run_lo - np.cumsum(counts) + counts, counts)
+        features = self.feature_edges()
+        run_of = np.searchsorted(run_lo * step, features, side="right") - 1
+        inside = (run_of >= 0) & (features < (run_hi[np.maximum(run_of, 0)] + 1) * step)
+        edges = np.unique(np.concatenate([panel * step, (panel[-1:] + 1) * step, (run_hi + 1) * step,
+                                          features[inside]]))
+        a, b = edges[:-1], edges[1:]
+        mid = 0.5 * (a + b)
+        run_of = np.searchsorted(run_lo * step, mid, side="right") - 1
+        keep = (run_of >= 0) & (mid < (run_hi[np.maximum(run_of, 0)] + 1) * step)  # not a gap between runs
+        a, b = a[keep, None], b[keep, None]
+        u, wu = unit_legendre(nodes)
+        z = (a + (b - a) * u).ravel()
+        weight = ((b - a) * wu).ravel() / (sigma * math.sqrt(2.0 * math.pi))  # N(0, 1) dt, t = (z - omega) / sigma
+        with np.errstate(under="ignore"):
+            likelihood = np.exp(self.log_likelihood(self.labels[:, None], z[None, :]))  # (labels, nodes)
+        log_z, mean, var = self._kernel_moments(omega, sigma, reach, z, weight, likelihood)
+        return log_z, mean, var
+
+    #: cavities a block of `_kernel_moments` holds at most
+    block_cavities = 8
+
+    @classmethod
+    def _kernel_moments(cls, omega, sigma, reach, z, weight, likelihood):
+        """int N(t) t^k P(y | omega + sigma t) dt, k = 0, 1, 2, as log Z, mean and variance (rows: labels), on
+        the rule (z, weight) (sorted nodes, weights of dt): the sums over each cavity's nodes within `reach`
+        standard deviations. Cavities are grouped in blocks (within reach sigma of each other, at most
+        `block_cavities`), each reading the nodes its cavities' windows cover; with c the block's centre,
+        zeta = (z - c) / sigma and w = (omega - c) / sigma, the kernel exp(-(zeta - w)^2 / 2) is
+        exp(-zeta^2 / 2) exp(w zeta) exp(-w^2 / 2): the node factor goes into the likelihood's rows, the
+        cavity factor onto the result, and what is left per (cavity, node) is one exponential of a product
+        and a batched matrix product. |zeta| <= 3 reach and |w| <= reach keep every factor within float64."""
+        order = np.argsort(omega, kind="stable")
+        sorted_omega = omega[order]
+        group = np.floor((sorted_omega - sorted_omega[0]) / (reach * sigma)).astype(np.int64)
+        position = np.arange(group.size)
+        new_group = np.concatenate([[True], group[1:] != group[:-1]])
+        group_start = np.maximum.accumulate(np.where(new_group, position, 0))
+        new_block = new_group | ((position - group_start) % cls.block_cavities == 0)
+        block = np.cumsum(new_block) - 1
+        n_blocks = int(block[-1]) + 1
+        block_start = np.flatnonzero(new_block)
+        slot = position - block_start[block]  # position within its block
+        lo = sorted_omega[block_start]
+        hi = sorted_omega[np.concatenate([block_start[1:] - 1, [group.size - 1]])]
+        first = np.searchsorted(z, lo - reach * sigma)
+        count = np.searchsorted(z, hi + reach * sigma, side="right") - first
+        width = max(int(count.max()), 1)
+        index = first[:, None] + np.arange(width)[None, :]
+        inside = index < (first + count)[:, None]
+        index = np.minimum(index, z.size - 1)
+        centre = 0.5 * (lo + hi)
+        zeta = (z[index] - centre[:, None]) / sigma                                       # (blocks, nodes)
+        node_factor = np.where(inside, weight[index] * np.exp(-0.5 * zeta * zeta), 0.0)
+        n_labels = likelihood.shape[0]
+        read = np.ascontiguousarray(likelihood.T)[index] * node_factor[:, :, None]       # (blocks, nodes, labels)
+        rows = np.concatenate([read, read * zeta[:, :, None], read * (zeta * zeta)[:, :, None]], axis=2)
+        w = np.zeros((n_blocks, int(slot.max()) + 1))
+        w[block, slot] = (sorted_omega - centre[block]) / sigma
+        sums = np.exp(w[:, :, None] * zeta[:, None, :]) @ rows                           # (blocks, cavities, 3 labels)
+        sums = sums[block, slot] * np.exp(-0.5 * w[block, slot] ** 2)[:, None]
+        mass, first_moment, second_moment = (sums[:, k * n_labels:(k + 1) * n_labels].T for k in range(3))
+        shift = w[block, slot]  # t = zeta - w: moments about the cavity from moments about the centre
+        safe = np.where(mass > 0, mass, 1.0)
+        mean_zeta = first_moment / safe
+        mean = mean_zeta - shift
+        var = np.maximum(second_moment / safe - mean_zeta * mean_zeta, 0.0)
+        log_z, out_mean, out_var = (np.empty_like(mass) for _ in range(3))
+        with np.errstate(divide="ignore"):
+            log_z[:, order] = np.log(mass)
+        out_mean[:, order] = mean
+        out_var[:, order] = var
+        return log_z, out_mean, out_var
+
+    def _weighted_table(self, omega, V):
+        """`label_table` of the last few (omega, V) (SE asks for the same cavities in turn: mhat, the free
+        entropy and the errors at the fixed point)."""
+        key = _array_key(omega) + repr(float(V)).encode()
+        cache = self.__dict__.setdefault("_table_cache", {})
+        if key not in cache:
+            if len(cache) >= 4:
+                cache.pop(next(iter(cache)))
+            cache[key] = self.label_table(omega, V)
+        return cache[key]
 
     def shared_moments(self, label, omega, V):
         """(log Z_out, E[t | y], Var[t | y]) of one discrete label at many cavities N(omega_k, V_k) (1-d
@@ -553,18 +736,83 @@ class DerivedScalarChannel(ScalarChannel):
         """E_{y ~ P(y | omega, V)}[func(y, omega, V)] over the array omega."""
         omega = np.asarray(omega, float)
         if self.discrete:
+            derived = self.closed_g_out is None or self.closed_log_partition is None
+            table = self._weighted_table(omega.ravel(), V) if derived and np.ndim(V) == 0 else None
             total = 0.0
-            for label in self.labels:
+            for row, label in enumerate(self.labels):
                 y = np.full(omega.shape, label)
-                weight = np.exp(self.log_partition(y, omega, V))
-                with np.errstate(invalid="ignore"):  # 0 * log 0 of a label impossible there: no weight
-                    total = total + np.where(weight > 0, weight * func(y, omega, V), 0.0)
+                if table is not None:
+                    # each label's moments weighted by its Z_out: the table's absolute accuracy serves for
+                    # the g_out and log Z_out that `func` asks `moments` for with these very arrays
+                    self._weighted = (y, omega, tuple(part[row].reshape(omega.shape) for part in table))
+                try:
+                    weight = np.exp(self.log_partition(y, omega, V))
+                    with np.errstate(invalid="ignore"):  # 0 * log 0 of a label impossible there: no weight
+                        total = total + np.where(weight > 0, weight * func(y, omega, V), 0.0)
+                finally:
+                    self._weighted = ()
             return total
         y, om, Vb = self._drawn_labels(omega, V)
-        values = func(y, om, Vb)
+        if np.ndim(V) == 0 and (self.closed_g_out is None or self.closed_log_partition is None):
+            # the drawn labels are likely ones: the fixed rule's accuracy serves (see `drawn_moments`)
+            self._weighted = (y, om, self.drawn_moments(y, om, float(V)))
+        try:
+            values = func(y, om, Vb)
+        finally:
+            self._weighted = ()
         t_nodes, t_weights = gauss_hermite(self.n_label_nodes)
         values = values.reshape(omega.shape + (self.n_label_nodes, self.n_label_draws)).mean(-1)
         return values @ t_weights
+
+    def resolution(self):
+        """The widest uniform panels on which the likelihood of a continuous y is resolved
+        (`numerics.uniform_resolution` of P(y | z) in z, for labels the sampler draws at z = -2 ... 2 from
+        the fixed seed; the narrowest of them), found once per plug-in class and parameters: the width
+        below which `drawn_moments` cuts its panels."""
+        if "resolution" not in self._structure:
+            z0 = np.linspace(-2.0, 2.0, 5)
+            drawn = self.sample_scalar(z0, np.random.default_rng(self.label_seed))
+            widths = []
+            for label in drawn:
+                def log_f(z, label=float(label)):
+                    return self.log_likelihood(np.full(z.shape, label), z)
+
+                try:
+                    widths.append(uniform_resolution(log_f, -self.z_window, self.z_window, tol=self.feature_tol,
+                                                     nodes=gaussian_kernel_rule(self.kernel_tol)[1]))
+                except FloatingPointError:
+                    raise PluginFault(f"{type(self.plugin).__name__}.log_likelihood returned NaN") from None
+            self._structure["resolution"] = float(min(widths))
+        return self._structure["resolution"]
+
+    def drawn_moments(self, y, omega, V):
+        """(log Z_out, E[t | y], Var[t | y]) of continuous labels y at cavities N(omega, V), V one number, on
+        one fixed rule in t: `numerics.gaussian_kernel_rule(kernel_tol)`'s reach and nodes, its panels
+        cut to `resolution() / sqrt(V)` where the likelihood is narrower than them. For labels the sampler
+        drew at these cavities (the SE's expectation over y), where P(y | z) is resolved on that scale."""
+        reach, nodes, width = gaussian_kernel_rule(self.kernel_tol)
+        sigma = math.sqrt(V)
+        width = min(width, self.resolution() / sigma)
+        n_panels = max(1, int(math.ceil(2.0 * reach / width)))
+        u, wu = unit_legendre(nodes)
+        panel = np.linspace(-reach, reach, n_panels + 1)
+        t = (panel[:-1, None] + np.diff(panel)[:, None] * u).ravel()
+        log_w = np.log((np.diff(panel)[:, None] * wu).ravel()) - 0.5 * t * t - LOG_SQRT_2PI
+        log_z, mean, var = (np.empty(y.shape) for _ in range(3))
+        block = max(1, 2_000_000 // t.size)
+        for start in range(0, y.size, block):
+            part = slice(start, start + block)
+            log_f = log_w + self.log_likelihood(y[part, None], omega[part, None] + sigma * t)
+            shift = log_f.max(axis=1)
+            finite = np.isfinite(shift)
+            weight = np.exp(log_f - np.where(finite, shift, 0.0)[:, None])
+            mass = weight.sum(axis=1)
+            safe = np.where(mass > 0, mass, 1.0)
+            mean[part] = weight @ t / safe
+            var[part] = np.maximum(weight @ (t * t) / safe - mean[part] ** 2, 0.0)
+            with np.errstate(divide="ignore"):
+                log_z[part] = np.where(finite & (mass > 0), shift + np.log(safe), -np.inf)
+        return log_z, mean, var
 
     def _drawn_labels(self, omega, V):
         """Labels drawn by the plug-in's sampler at z = omega + sqrt(V) t_k (Gauss-Hermite nodes t_k),
@@ -578,6 +826,14 @@ class DerivedScalarChannel(ScalarChannel):
         y = self.sample_scalar(np.ascontiguousarray(z), np.random.default_rng(self.label_seed))
         return y.ravel(), om.ravel(), Vb.ravel()
 
+    def _label_log_partitions(self, omega, V):
+        """log Z_out of every label (labels, *omega.shape) for an expectation over omega weighted by
+        it (the test errors): the closed form where the plug-in gives one, else `label_table`."""
+        table = None if self.closed_log_partition is not None else self._weighted_table(omega.ravel(), V)
+        if table is None:
+            return np.stack([self.log_partition(np.full(omega.shape, label), omega, V) for label in self.labels])
+        return table[0].reshape((self.labels.size,) + omega.shape)
+
     def _label_moments(self, omega, V):
         """E[y] and E[y^2] under P(y | omega, V), from the drawn labels (continuous y)."""
         return (self.expect_y(lambda y, o, v: y, omega, V), self.expect_y(lambda y, o, v: y * y, omega, V))
@@ -587,9 +843,7 @@ class DerivedScalarChannel(ScalarChannel):
         label's error), Var[y | omega, V] (continuous: the posterior-mean predictor's squared error)."""
         omega = np.asarray(omega, float)
         if self.discrete:
-            best = np.max([self.log_partition(np.full(omega.shape, label), omega, V) for label in self.labels],
-                          axis=0)
-            return 1.0 - np.exp(best)
+            return 1.0 - np.exp(np.max(self._label_log_partitions(omega, V), axis=0))
         first, second = self._label_moments(omega, V)
         return np.maximum(second - first**2, 0.0)
 
@@ -604,8 +858,9 @@ class DerivedScalarChannel(ScalarChannel):
         V = max(rho - (m * m / q if q > 0 else 0.0), 1e-300)
         if self.discrete:
             scores = np.stack([self.log_likelihood(np.full(z_hat.shape, label), z_hat) for label in self.labels])
-            predicted = self.labels[np.argmax(scores, axis=0)]
-            return float(1.0 - w @ np.exp(self.log_partition(predicted, omega, V)))
+            predicted = np.argmax(scores, axis=0)
+            log_z = self._label_log_partitions(omega, V)[predicted, np.arange(predicted.size)]
+            return float(1.0 - w @ np.exp(log_z))
         first_hat, _ = self._label_moments(z_hat, 1e-300)  # E[y | z = z_hat]
         first, second = self._label_moments(omega, V)
         return float(w @ (second - 2.0 * first * first_hat + first_hat**2))

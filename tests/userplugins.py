@@ -113,3 +113,18 @@ class ReturnsNaN(Probit):
 class WrongShape(Probit):
     def sample(self, z, rng):
         return np.ones(3)
+
+
+class GaussianNoise(seqphase.Likelihood):
+    """y = z + sqrt(delta) n, n ~ N(0, 1): the shipped linear channel as a user channel with a continuous y."""
+
+    def __init__(self, delta=0.5):
+        if delta <= 0:
+            raise ValueError("delta must be > 0")
+        self.delta = delta
+
+    def log_likelihood(self, y, z):
+        return -0.5 * (y - z) ** 2 / self.delta - 0.5 * np.log(2 * np.pi * self.delta)
+
+    def sample(self, z, rng):
+        return z + np.sqrt(self.delta) * rng.standard_normal(np.shape(z))
