@@ -8,7 +8,8 @@
 `seqphase run`) and writes, per alpha, the CPU seconds (process time, so that a loaded machine does not
 inflate it), the iterations (coarse + fine), Q11, Q22 and the errors. `compare` prints both curves side by side
 with their differences; `--seeds` adds the scatter of the fixed point over independent point streams (a
-`points` file run with `--seed-offset K`: K added to the spec's seed), the Monte Carlo error bar of a curve.
+`points` file run with `--seed-offset K`: K added to the spec's seed), the Monte Carlo error bar of a curve;
+the errors' changes are printed in units of their combined standard errors (zplug, zbayes).
 `sweep` times `seqphase run smi-2layer-se --workers W` into a fresh temporary store (the wall time from the
 cluster start to the last point stored, and the CPU seconds summed over the points' `runtime_s`).
 """
@@ -57,11 +58,16 @@ def _load(path):
         return {round(r["alpha"], 6): r for r in json.load(f)["rows"]}
 
 
+def _z(before, after, name):
+    """The change of an error in units of the two runs' Monte Carlo standard errors combined."""
+    return (after[name] - before[name]) / np.hypot(before[name + "_se"], after[name + "_se"])
+
+
 def compare(before_path, after_path, seed_paths):
     before, after = _load(before_path), _load(after_path)
     seeds = [_load(p) for p in seed_paths]
     print(f"{'alpha':>7s} {'Q11 before':>10s} {'Q11 after':>10s} {'dQ11':>8s} {'sdQ11':>7s} {'Q22 before':>10s} "
-          f"{'Q22 after':>10s} {'dQ22':>8s} {'sdQ22':>7s} {'dplug':>8s} {'dbayes':>8s} {'cpu b':>6s} {'cpu a':>6s}")
+          f"{'Q22 after':>10s} {'dQ22':>8s} {'sdQ22':>7s} {'zplug':>6s} {'zbayes':>6s} {'cpu b':>6s} {'cpu a':>6s}")
     for a in sorted(set(before) & set(after)):
         b, x = before[a], after[a]
         sd = {}
@@ -70,8 +76,8 @@ def compare(before_path, after_path, seed_paths):
             sd[q] = float(np.std(vals, ddof=1)) if len(vals) > 1 else np.nan
         print(f"{a:7.4f} {b['q11']:10.5f} {x['q11']:10.5f} {x['q11'] - b['q11']:+8.5f} {sd['q11']:7.4f} "
               f"{b['q22']:10.5f} {x['q22']:10.5f} {x['q22'] - b['q22']:+8.5f} {sd['q22']:7.4f} "
-              f"{x['gen_error_plugin'] - b['gen_error_plugin']:+8.5f} "
-              f"{x['gen_error_bayes'] - b['gen_error_bayes']:+8.5f} {b['cpu_s']:6.1f} {x['cpu_s']:6.1f}")
+              f"{_z(b, x, 'gen_error_plugin'):+6.2f} {_z(b, x, 'gen_error_bayes'):+6.2f} {b['cpu_s']:6.1f} "
+              f"{x['cpu_s']:6.1f}")
     common = sorted(set(before) & set(after))
     print(f"total CPU before {sum(before[a]['cpu_s'] for a in common):.1f} s, "
           f"after {sum(after[a]['cpu_s'] for a in common):.1f} s")
