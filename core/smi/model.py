@@ -60,6 +60,9 @@ _SE = {
     "coarse": _i("coarse", "k: the transient runs on n_mc / k of the points first, then all of them "
                  "(1: off; same fixed point to tol, core/smi/se.py)", 8, 1, 64),
     "n_error": _i("n_error", "Monte Carlo draws of the plug-in error (Bayes error: n_error / 5)", 100_000, 1000),
+    "anderson": _i("anderson", "pairs of Anderson's multisecant extrapolation next to a stable fixed point, and "
+                   "a secant along a growing layer's overlap (0: off; same fixed point to tol, core/smi/se.py)",
+                   3, 0, 10),
 }
 _THR = {
     "n_k": _i("n_k", "quasi-Monte Carlo points of both routes (rounded up to a power of 2): the stability "
@@ -164,7 +167,7 @@ class SE(Method):
         draws = sse.Draws(ch.p, ch.T, s["n_mc"], np.random.default_rng(k_draws))
         st = sse.smi_se(ch, alpha, draws, Q0=s["q0"] * np.eye(ch.p), side_info=s["side_info"],
                         damping=s["damping"], tol=s["tol"], max_iter=s["max_iter"], eps=s["eps"],
-                        coarse=s["coarse"])
+                        coarse=s["coarse"], anderson=s["anderson"])
         hist = np.full((s["max_iter"] + 1, MAX_DEPTH, MAX_DEPTH), np.nan)
         k = min(len(st.history), s["max_iter"] + 1)
         hist[:k] = _pad(st.history[:k])
@@ -381,11 +384,12 @@ class SMIModel(Model):
                 "depth": Param("depth", "choice", "number of attention layers (3: se only)", 2, choices=(2, 3)),
             },
             methods={
-                "se": SE(_SE, version=6, doc="Bayes-optimal SE, plug-in and Bayes errors (v3: coarse-to-fine "
+                "se": SE(_SE, version=7, doc="Bayes-optimal SE, plug-in and Bayes errors (v3: coarse-to-fine "
                                              "transient; v4: small-skip posterior, channels.py; v5: small-skip "
                                              "grid accepted by a local error estimate, strip box end fixed, z2 "
                                              "chart for V22 < 1e-3 (posterior_z2.py: eps < 1e-3 only); v6: "
-                                             "small-skip grid refined per axis)"),
+                                             "small-skip grid refined per axis; v7: Anderson extrapolation and "
+                                             "growth secant, method.anderson)"),
                 "gamp": GAMP(_GAMP, version=4, doc="GAMP at finite d, damping-consistent Onsager term "
                                                  "(v2: small-skip posterior; v3: small-skip grid accepted by a "
                                                  "local error estimate, strip box end fixed, z2 chart for "
