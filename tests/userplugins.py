@@ -113,3 +113,35 @@ class ReturnsNaN(Probit):
 class WrongShape(Probit):
     def sample(self, z, rng):
         return np.ones(3)
+
+
+class SignProduct(seqphase.Likelihood):
+    """y = sign(z1 z2), p = 2: the shipped multi-index channel "sign-z1z2", re-implemented."""
+
+    p = 2
+    labels = (-1.0, 1.0)
+
+    def log_likelihood(self, y, z):
+        return np.where(y * z[..., 0] * z[..., 1] >= 0, 0.0, -np.inf)
+
+    def sample(self, z, rng):
+        return np.where(z[..., 0] * z[..., 1] >= 0, 1.0, -1.0)
+
+
+class NoisyProduct(seqphase.Likelihood):
+    """y = z1 z2 + sqrt(delta) n, n ~ N(0, 1), p = 2: the shipped "z1z2" channel with label noise (the
+    noiseless one has no finite likelihood)."""
+
+    p = 2
+
+    def __init__(self, delta=0.01):
+        if delta <= 0:
+            raise ValueError("delta must be > 0")
+        self.delta = delta
+
+    def log_likelihood(self, y, z):
+        return -0.5 * (y - z[..., 0] * z[..., 1]) ** 2 / self.delta - 0.5 * np.log(2 * np.pi * self.delta)
+
+    def sample(self, z, rng):
+        z = np.asarray(z)
+        return z[..., 0] * z[..., 1] + np.sqrt(self.delta) * rng.standard_normal(z.shape[:-1])
