@@ -145,3 +145,27 @@ class NoisyProduct(seqphase.Likelihood):
     def sample(self, z, rng):
         z = np.asarray(z)
         return z[..., 0] * z[..., 1] + np.sqrt(self.delta) * rng.standard_normal(z.shape[:-1])
+
+
+class ProductReturnsNaN(SignProduct):
+    def log_likelihood(self, y, z):
+        return np.full(np.shape(y), np.nan)
+
+
+class ProductWrongShape(SignProduct):
+    def sample(self, z, rng):
+        return np.ones(3)
+
+
+class ProductRaises(SignProduct):
+    def log_likelihood(self, y, z):
+        raise RuntimeError("broken")
+
+
+class ProductRaisesOnBatches(SignProduct):
+    """Passes the one-batch check before a run, then raises on the batches a run evaluates."""
+
+    def log_likelihood(self, y, z):
+        if np.size(y) > 400:
+            raise RuntimeError("this channel is broken on large batches")
+        return super().log_likelihood(y, z)
