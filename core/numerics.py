@@ -564,7 +564,18 @@ def adaptive_integrals(evaluate, edges, *, tol=1e-10, nodes=5, max_depth=48, jum
     return shift, total
 
 
-def gaussian_posterior_2d(log_likelihood, omega, V, *, tol=1e-8, angles=()):
+def _ray_moments(t0):
+    """K_m = int_{t0}^inf (t - t0)^m e^{-t^2/2} dt, m = 0..3 (columns), by the recurrence
+    K_m = (m - 1) K_{m-2} - t0 K_{m-1} from K_0 = sqrt(2 pi) Phi(-t0), K_1 = e^{-t0^2/2} - t0 K_0: no
+    overflow at any t0, and no cancellation where the ray carries the mass (t0 <= 0)."""
+    k0 = math.sqrt(2.0 * math.pi) * special.ndtr(-t0)
+    k1 = np.exp(-0.5 * t0 * t0) - t0 * k0
+    k2 = k0 - t0 * k1
+    k3 = 2.0 * k1 - t0 * k2
+    return np.maximum(np.stack([k0, k1, k2, k3], axis=1), 0.0)
+
+
+def gaussian_posterior_2d(log_likelihood, omega, V, *, tol=1e-8, angles=(), directional=False):
     """(log Z, E[z], E[z z^T]) of the posterior exp(log_likelihood(i, z)) N(z; omega_i, V_i) of n samples,
     z in R^2 (omega (n, 2), V (n, 2, 2) positive definite; log_likelihood takes the flat sample index
     (m,) and points z (m, 2)); log Z = log int N(z; omega, V) exp(log_likelihood) dz.
@@ -579,7 +590,11 @@ def gaussian_posterior_2d(log_likelihood, omega, V, *, tol=1e-8, angles=()):
     of the axes), a level set of z1 z2 or of |z| crosses each ray once, so no ray meets a window
     narrower than its nodes (a Cartesian line near the crossing of two steps does, and misses it). A
     cavity far from the origin is a narrow bump in theta, which the adaptive rule refines. Both
-    levels stop at relative tolerance `tol`."""
+    levels stop at relative tolerance `tol`.
+
+    `directional`: the likelihood depends on the direction of z only (a sign pattern); each ray's
+    integral is then closed form (`_ray_moments`: the cavity on a ray is a Gaussian in r, times r^m)
+    and only the angle is integrated, the likelihood read at r = 1."""
     omega = np.asarray(omega, float)
     n = omega.shape[0]
     V = np.broadcast_to(np.asarray(V, float), (n, 2, 2))
@@ -593,6 +608,17 @@ def gaussian_posterior_2d(log_likelihood, omega, V, *, tol=1e-8, angles=()):
         a = np.einsum("mi,mij,mj->m", e, P[idx], e)
         b = np.einsum("mi,mi->m", e, P_omega[idx])
         r0, root_a = b / a, np.sqrt(a)
+        cos, sin = e[:, 0], e[:, 1]
+        base = log_norm[idx] - 0.5 * np.maximum(c_quad[idx] - b * b / a, 0.0)
+        if directional:  # int_0^inf r^(m+1) N(r e; omega, V) dr = exp(base) s^(m+2) K_(m+1), s = 1 / sqrt(a)
+            s = 1.0 / root_a
+            k = _ray_moments(-r0 * root_a)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                log_w = base - LOG_SQRT_2PI + 2.0 * np.log(s) + np.log(k[:, 1]) + log_likelihood(idx, e)
+                mean_r = np.where(k[:, 1] > 0, s * k[:, 2] / k[:, 1], 0.0)
+                second_r = np.where(k[:, 1] > 0, s * s * k[:, 3] / k[:, 1], 0.0)
+            return log_w, np.stack([mean_r * cos, mean_r * sin, second_r * cos * cos, second_r * sin * sin,
+                                    second_r * cos * sin], axis=1)
         edges = np.maximum(GAUSSIAN_EDGES[None, :], -r0[:, None] * root_a[:, None])  # r >= 0
 
         def inner_log_f(j, t):
@@ -602,11 +628,9 @@ def gaussian_posterior_2d(log_likelihood, omega, V, *, tol=1e-8, angles=()):
             return -0.5 * t * t - LOG_SQRT_2PI + log_r + log_likelihood(idx[j], r[:, None] * e[j])
 
         inner = adaptive_moments(inner_log_f, edges, tol=tol)
-        log_w = (log_norm[idx] - 0.5 * np.maximum(c_quad[idx] - b * b / a, 0.0) - np.log(root_a)
-                 + inner.log_mass)
+        log_w = base - np.log(root_a) + inner.log_mass
         mean_r = r0 + inner.mean / root_a
         second_r = inner.var / a + mean_r**2
-        cos, sin = e[:, 0], e[:, 1]
         return log_w, np.stack([mean_r * cos, mean_r * sin, second_r * cos * cos, second_r * sin * sin,
                                 second_r * cos * sin], axis=1)
 

@@ -169,3 +169,10 @@ class ProductRaisesOnBatches(SignProduct):
         if np.size(y) > 400:
             raise RuntimeError("this channel is broken on large batches")
         return super().log_likelihood(y, z)
+
+
+class FlippedSignProduct(SignProduct):
+    """The dishonest p = 2 one: its sampler flips every label its likelihood gives."""
+
+    def sample(self, z, rng):
+        return -super().sample(z, rng)
