@@ -214,7 +214,8 @@ def check_vector_channel(channel, seed=0):
             step[i] = h
             lz_plus, lz_minus = channel.posterior(y, om + step, V)[0], channel.posterior(y, om - step, V)[0]
             g_plus, g_minus = channel.g_out(y, om + step, V)[0], channel.g_out(y, om - step, V)[0]
-            fd_g = max(fd_g, float(np.max(np.abs((lz_plus - lz_minus) / (2 * h) - g[:, i])) / (scale + np.abs(g).max())))
+            fd_g = max(fd_g, float(np.max(np.abs((lz_plus - lz_minus) / (2 * h) - g[:, i]))
+                                    / (scale + np.abs(g).max())))
             fd_dg = max(fd_dg, float(np.max(np.abs((g_plus - g_minus) / (2 * h) - dg[:, :, i]))
                                      / (scale**2 + np.abs(dg).max())))
     # central differences: h^2 / 6 times a third derivative of relative size ~1/V^3 (1e-6 at the

@@ -6,8 +6,9 @@ SE, GAMP and thresholds ask of a channel, derived from `log_likelihood(y, z)` an
   adaptive Gauss-Legendre in the cavity's standardised radius, the angle by adaptive Gauss-Legendre
   carrying each ray's moments. A step of the likelihood is located on every ray it crosses and a
   sign pattern's steps (the axes) are panel edges of the angle; a posterior far in the cavity's tail
-  is found. Relative tolerance `tol` (1e-6 default; the acceptance test is conservative): on sign(z1 z2) the derived log Z_out agrees with
-  the exact orthant formulas within 1e-10 and E[z z^T | y] within 1e-9 (tests/multiindex/test_plugin_channel.py).
+  is found. Relative tolerance `tol` (1e-6 default; the acceptance test is conservative): on
+  sign(z1 z2) the derived log Z_out agrees with the exact orthant formulas within 1e-10 and
+  E[z z^T | y] within 1e-9 (tests/multiindex/test_plugin_channel.py).
   A discrete likelihood that depends on the direction of z only (`directional`, checked on 720 rays at
   radii 1e-3 .. 1e3: every sign pattern) has each ray's integral in closed form, leaving the angle.
   g_out and dg follow from the moments as for every multi-index channel (`MIChannel.g_out`).
@@ -141,7 +142,8 @@ class DerivedVectorChannel(MIChannel):
             quantiles = np.quantile(draws, np.linspace(0.0, 1.0, panels + 1))
             lo, hi = quantiles[0], quantiles[-1]
             reach = 0.5 * (hi - lo)
-            edges = np.unique(np.concatenate([np.linspace(lo - reach, lo, 9), quantiles, np.linspace(hi, hi + reach, 9)]))
+            edges = np.unique(np.concatenate([np.linspace(lo - reach, lo, 9), quantiles,
+                                              np.linspace(hi, hi + reach, 9)]))
             x, w = np.polynomial.legendre.leggauss(nodes)
             a, b = edges[:-1, None], edges[1:, None]
             cache[fine] = (((a + b) / 2 + (b - a) / 2 * x).ravel(), ((b - a) / 2 * w).ravel())

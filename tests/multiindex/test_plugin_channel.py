@@ -4,11 +4,12 @@ channel (SE map, thresholds, GAMP), y = z1 z2 + sqrt(delta) n against the noisel
 bad input.
 
 Tolerances. The derived quadrature stops at relative tolerance tol = 1e-6 per panel
-(`DerivedVectorChannel.tol`), a conservative test: on sign(z1 z2) it is measured against the exact orthant formulas within
-1e-10 (E[z z^T | y] within 1e-9), so 1e-7 leaves a factor 100 over what is measured. The shipped sign(z1 z2) integrates its orthants with a
-24-node Genz rule: its log Z_out is within 1e-15 of the exact one at a diagonal V, its E[z | y] within
-6e-4 (measured here against the exact truncated-normal moments); comparisons with the shipped channel
-are therefore made against the exact formulas, and the shipped channel is held to its own measured error.
+(`DerivedVectorChannel.tol`), a conservative test: on sign(z1 z2) it is measured against the exact
+orthant formulas within 1e-10 (E[z z^T | y] within 1e-9), so 1e-7 leaves a factor 100 over what is
+measured. The shipped sign(z1 z2) integrates its orthants with a 24-node Genz rule: its log Z_out
+is within 1e-15 of the exact one at a diagonal V, its E[z | y] within 6e-4 (measured against the
+exact truncated-normal moments); comparisons with the shipped channel are therefore made against the
+exact formulas, and the shipped channel is held to its own measured error.
 """
 
 import math
