@@ -94,10 +94,14 @@ def channel_of(params):
     derived by quadrature (`plugin_channel.DerivedVectorChannel`)."""
     if params["channel"] in MI_CHANNELS:
         return make_channel(params["channel"], params.get("p") or None)
+    return DerivedVectorChannel(_plugin(params), name=params["channel"])
+
+
+def _plugin(params):
+    """The user's Likelihood object of a point, built with its constructor keywords."""
     info = plugins.load(params["channel"], "channel")
     keywords = plugins.parameters(info.cls, "params.channel")
-    plugin = plugins.instantiate(info, {key: params[key] for key in keywords if key in params}, "params.channel")
-    return DerivedVectorChannel(plugin, name=params["channel"])
+    return plugins.instantiate(info, {key: params[key] for key in keywords if key in params}, "params.channel")
 
 
 _MATRIX = ("row", "col")
@@ -309,8 +313,12 @@ class MultiIndexModel(Model):
             if p != 0:
                 raise ParameterError("params.p", f"p={p} is only used by channel 'norm2'",
                                      "remove p (a plug-in declares its own p)")
-            channel = channel_of(params)
-            plugins.smoke_test(channel.plugin, "channel")
+            plugin = _plugin(params)
+            if int(getattr(plugin, "p", 1)) != 2:
+                raise ParameterError("params.channel", f"{type(plugin).__name__} has p = {getattr(plugin, 'p', 1)}; "
+                                     "the multi-index family derives channels of p = 2",
+                                     "declare p = 2 (use the glm family for p = 1)")
+            plugins.smoke_test(plugin, "channel")
             return params
         if ch == "norm2" and p == 0:
             raise ParameterError("params.p", "channel 'norm2' needs p", f"set p in 1..{P_MAX}")

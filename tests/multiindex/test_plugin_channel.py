@@ -250,3 +250,19 @@ def test_gamp_on_the_user_sign_product_follows_the_shipped_channel(d, n_seeds, a
                                    variance="auto")
             finals.append(trace.overlap[-1])
         assert np.abs(finals[0] - finals[1]).max() < 0.05
+
+
+def test_user_class_that_raises_in_a_run_is_recorded_failed(client, tmp_path):
+    """The class passes the one-batch check before the run and raises on the batches the run evaluates:
+    the point is a failure naming the class and the fault, none is stored as done."""
+    from seqphase import api
+
+    sweep = {"name": "raises-se", "model": "multiindex", "seed": 3,
+             "params": {"channel": "userplugins:ProductRaisesOnBatches", "alpha": [1.0, 2.0]},
+             "method": {"name": "se", "n_mc": 200, "max_iter": 3}}
+    store = tmp_path / "raises.zarr"
+    with pytest.warns(UserWarning, match="2 points of raises-se failed"):
+        api.run(sweep, store=store, client=client, retries=0, progress=False)
+    status = api.status("raises-se", store=store)
+    assert status.done == 0 and status.failed == 2
+    assert "ProductRaisesOnBatches.log_likelihood raised RuntimeError: this channel is broken" in status.failures[0][1]
