@@ -266,3 +266,22 @@ def test_user_class_that_raises_in_a_run_is_recorded_failed(client, tmp_path):
     status = api.status("raises-se", store=store)
     assert status.done == 0 and status.failed == 2
     assert "ProductRaisesOnBatches.log_likelihood raised RuntimeError: this channel is broken" in status.failures[0][1]
+
+
+def test_threshold_sweep_of_a_user_channel_end_to_end(client, tmp_path):
+    """A threshold sweep naming the user sign(z1 z2): stability pi^2/4, the SE bisection within its rtol
+    of it (as the shipped channel's), the plug-in recorded in the store's provenance."""
+    import json
+
+    from seqphase import api
+
+    sweep = {"name": "user-sign-threshold", "model": "multiindex", "seed": 1,
+             "params": {"channel": "userplugins:SignProduct"},
+             "method": {"name": "threshold", "rtol": 1e-2}}
+    ds = api.run(sweep, store=tmp_path / "threshold.zarr", client=client, progress=False)
+    stability = float(ds["alpha_stability"].squeeze().values[0])
+    bisection = float(ds["alpha_bisection"].squeeze().values[0])
+    assert abs(stability - math.pi**2 / 4) < 1e-9
+    assert bisection == pytest.approx(math.pi**2 / 4, rel=2e-2)
+    recorded = json.loads(ds.attrs["plugins"])
+    assert recorded[0]["class"] == "SignProduct"
