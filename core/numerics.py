@@ -527,9 +527,9 @@ def adaptive_integrals(evaluate, edges, *, tol=1e-10, nodes=5, max_depth=48, jum
     def panel_integrals(idx, log_w, h, width):
         weight = np.exp(np.minimum(log_w - shift[idx][:, None], 700.0)) * (width[:, None] * wu[None, :])
         parts = np.concatenate([weight[..., None], weight[..., None] * h], axis=2)
-        return parts.sum(1), np.abs(parts).sum(1), weight.max(axis=1) / wu.max()
+        return parts.sum(1), np.abs(parts).sum(1)
 
-    whole, whole_abs, _ = panel_integrals(sample, log_w, h, b - a)
+    whole, whole_abs = panel_integrals(sample, log_w, h, b - a)
     total = np.zeros((n, k + 1))
     scale = np.zeros((n, k + 1))  # running estimate of int |integrand| per component
     for j in range(k + 1):
@@ -544,8 +544,8 @@ def adaptive_integrals(evaluate, edges, *, tol=1e-10, nodes=5, max_depth=48, jum
         t_read[:, 0] += 1e-13 * (b - a)
         t_read[:, -1] -= 1e-13 * (b - a)
         log_w, h = read(sample, t_read)
-        left, left_abs, _ = panel_integrals(sample, log_w[:, 1:nodes + 1], h[:, 1:nodes + 1], half)
-        right, right_abs, _ = panel_integrals(sample, log_w[:, nodes + 2:-1], h[:, nodes + 2:-1], half)
+        left, left_abs = panel_integrals(sample, log_w[:, 1:nodes + 1], h[:, 1:nodes + 1], half)
+        right, right_abs = panel_integrals(sample, log_w[:, nodes + 2:-1], h[:, nodes + 2:-1], half)
         halves = left + right
         reference = tol * np.maximum(scale[sample], 1e-300)
         largest = np.exp(np.minimum(log_w.max(axis=1) - shift[sample], 700.0)) * (b - a)
