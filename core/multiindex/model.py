@@ -38,6 +38,7 @@ from seqphase.core.multiindex import gamp as mgamp
 from seqphase.core.multiindex import se as mse
 from seqphase.core.multiindex import thresholds as mth
 from seqphase.core.multiindex.channels import MI_CHANNELS, P_MAX, make_channel
+from seqphase.core.multiindex import plugin_channel
 from seqphase.core.multiindex.plugin_channel import DerivedVectorChannel
 from seqphase.core.numerics import forward_fill, nan_log, pad_matrix
 from seqphase.core.search import K_SETTING, check_bracket
@@ -314,10 +315,7 @@ class MultiIndexModel(Model):
                 raise ParameterError("params.p", f"p={p} is only used by channel 'norm2'",
                                      "remove p (a plug-in declares its own p)")
             plugin = _plugin(params)
-            if int(getattr(plugin, "p", 1)) != 2:
-                raise ParameterError("params.channel", f"{type(plugin).__name__} has p = {getattr(plugin, 'p', 1)}; "
-                                     "the multi-index family derives channels of p = 2",
-                                     "declare p = 2 (use the glm family for p = 1)")
+            plugin_channel.dimension(plugin)
             plugins.smoke_test(plugin, "channel")
             return params
         if ch == "norm2" and p == 0:

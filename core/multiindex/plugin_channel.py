@@ -40,6 +40,15 @@ from seqphase.core.numerics import gaussian_posterior_2d
 from .channels import MIChannel
 
 
+def dimension(plugin):
+    """The plug-in's p, which must be 2 (ParameterError otherwise: one line naming the class)."""
+    p = int(getattr(plugin, "p", 1))
+    if p != 2:
+        raise ParameterError("params.channel", f"{type(plugin).__name__} has p = {p}; the multi-index "
+                             "family derives channels of p = 2", "declare p = 2 (use the glm family for p = 1)")
+    return p
+
+
 class DerivedVectorChannel(MIChannel):
     """A p = 2 `Likelihood` with the multi-index channel interface (module docstring)."""
 
@@ -48,13 +57,9 @@ class DerivedVectorChannel(MIChannel):
     rule_panels = {True: (48, 8), False: (16, 4)}  # (quantile panels, Gauss-Legendre nodes each)
 
     def __init__(self, plugin, name="plugin", tol=1e-6):
-        p = int(getattr(plugin, "p", 1))
-        if p != 2:
-            raise ParameterError("params.channel", f"{type(plugin).__name__} has p = {p}; the multi-index "
-                                 "family derives channels of p = 2", "declare p = 2 (use the glm family for p = 1)")
+        self.p = dimension(plugin)
         self.plugin = plugin
         self.name = name
-        self.p = p
         self.tol = float(tol)
         self.discrete = plugin.labels is not None
         self._labels = None if not self.discrete else np.asarray(plugin.labels, dtype=float)
