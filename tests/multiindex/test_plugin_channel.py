@@ -232,10 +232,26 @@ def test_model_check_point_refuses_a_bad_plugin_before_a_run():
         MultiIndexModel().check_point("se", {"channel": "userplugins:ProductWrongShape", "p": 0, "alpha": 1.0})
 
 
-@pytest.mark.parametrize("d, n_seeds, alpha", [
-    (30, 2, 4.0),
-    pytest.param(100, 4, 4.0, marks=pytest.mark.slow),
-])
+@pytest.mark.slow
+def test_gamp_on_the_user_sign_product_lands_on_its_se():
+    """alpha = 4, d = 400, 8 seeds (~130 CPU-s): the seed mean of the mean singular value of M
+    (measured 0.641 +- 0.016) in the band q - 1.8 / sqrt(d) - 3 s.e. < mean < q + 3 s.e. around the
+    isotropic SE fixed point q = 0.6438 (the finite-d allowance is the one measured for z1 z2 in
+    tests/multiindex/test_mi_gamp.py). q is the shipped channel's SE (`se.iso_se`): the derived
+    channel's gives the same q within 1.2e-7 at 15x the cost."""
+    derived = sign_product()
+    q, _ = mse.iso_se(make_channel("sign-z1z2"), 4.0, n_gh=40, tol=1e-8)
+    d, values = 400, []
+    for seed in range(8):
+        rng = np.random.default_rng(7000 + seed)
+        X, W, y = mgamp.sample_instance(derived, 4.0, d, rng)
+        trace = mgamp.run_gamp(derived, X, y, W, max_iter=60, tol=1e-6, rng=rng)
+        values.append(np.linalg.svd(trace.overlap[-1], compute_uv=False).mean())
+    mean, standard_error = np.mean(values), np.std(values, ddof=1) / math.sqrt(len(values))
+    assert q - 1.8 / math.sqrt(d) - 3 * standard_error < mean < q + 3 * standard_error
+
+
+@pytest.mark.parametrize("d, n_seeds, alpha", [(30, 2, 4.0)])
 def test_gamp_on_the_user_sign_product_follows_the_shipped_channel(d, n_seeds, alpha):
     """GAMP on the same instances with the derived and the shipped sign(z1 z2): the derived channel is
     the exact posterior, the shipped one within its Genz error (6e-4 in E[z | y]), so the two runs agree
