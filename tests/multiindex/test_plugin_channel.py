@@ -238,7 +238,7 @@ def test_gamp_on_the_user_sign_product_lands_on_its_se():
     (measured 0.641 +- 0.016) in the band q - 1.8 / sqrt(d) - 3 s.e. < mean < q + 3 s.e. around the
     isotropic SE fixed point q = 0.6438 (the finite-d allowance is the one measured for z1 z2 in
     tests/multiindex/test_mi_gamp.py). q is the shipped channel's SE (`se.iso_se`): the derived
-    channel's gives the same q within 1.2e-7 at 15x the cost."""
+    channel's gives the same q within 1.2e-7 at 14x the CPU time."""
     derived = sign_product()
     q, _ = mse.iso_se(make_channel("sign-z1z2"), 4.0, n_gh=40, tol=1e-8)
     d, values = 400, []
