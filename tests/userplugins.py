@@ -176,3 +176,30 @@ class FlippedSignProduct(SignProduct):
 
     def sample(self, z, rng):
         return -super().sample(z, rng)
+
+
+class NoisySignProduct(seqphase.Likelihood):
+    """y = sign(z1 z2), flipped with probability eps, p = 2."""
+
+    p = 2
+    labels = (-1.0, 1.0)
+
+    def __init__(self, eps=0.1):
+        self.eps = eps
+
+    def log_likelihood(self, y, z):
+        return np.where(y * z[..., 0] * z[..., 1] >= 0, np.log1p(-self.eps), np.log(self.eps))
+
+    def sample(self, z, rng):
+        z = np.asarray(z)
+        flip = rng.random(z.shape[:-1]) < self.eps
+        return np.where(z[..., 0] * z[..., 1] >= 0, 1.0, -1.0) * np.where(flip, -1.0, 1.0)
+
+
+class MiscalibratedSignProduct(NoisySignProduct):
+    """The dishonest one: its sampler flips three times as often as its likelihood says."""
+
+    def sample(self, z, rng):
+        z = np.asarray(z)
+        flip = rng.random(z.shape[:-1]) < 3 * self.eps
+        return np.where(z[..., 0] * z[..., 1] >= 0, 1.0, -1.0) * np.where(flip, -1.0, 1.0)

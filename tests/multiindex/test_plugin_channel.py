@@ -301,3 +301,21 @@ def test_threshold_sweep_of_a_user_channel_end_to_end(client, tmp_path):
     assert bisection == pytest.approx(math.pi**2 / 4, rel=2e-2)
     recorded = json.loads(ds.attrs["plugins"])
     assert recorded[0]["class"] == "SignProduct"
+
+
+def test_check_battery_holds_for_the_user_sign_product():
+    from seqphase import api
+
+    kind, rows = api.check("userplugins:SignProduct")
+    assert kind == "channel" and all(row.passes for row in rows), [r for r in rows if not r.passes]
+
+
+@pytest.mark.slow
+def test_check_battery_holds_for_a_noisy_channel_and_catches_a_miscalibrated_sampler():
+    from seqphase import api
+
+    _, rows = api.check("userplugins:NoisySignProduct")
+    assert all(row.passes for row in rows), [r for r in rows if not r.passes]
+    _, rows = api.check("userplugins:MiscalibratedSignProduct")
+    failed = {row.identity.split(",")[0] for row in rows if not row.passes}
+    assert "label law: sampler frequencies vs Z_out(y)" in failed
