@@ -496,7 +496,12 @@ def check(target, *, set=None, seed=0):  # noqa: A002
     plugin = plugins.instantiate(info, values, "MODULE:CLASS")
     plugins.smoke_test(plugin, kind, "MODULE:CLASS")
     try:
-        if kind == "channel":
+        if kind == "channel" and int(getattr(plugin, "p", 1)) > 1:
+            from seqphase.core.multiindex.plugin_channel import DerivedVectorChannel
+
+            channel = DerivedVectorChannel(plugin, name=target, tol=1e-8)  # finite differences: tol / h < 1e-5
+            rows = plugin_check.check_vector_channel(channel, seed=seed)
+        elif kind == "channel":
             rows = plugin_check.check_channel(plugins.DerivedScalarChannel(plugin, name=target), seed=seed)
         else:
             from seqphase.core.glm.priors import DerivedPrior

@@ -613,3 +613,160 @@ def uniform_resolution(log_f, lo, hi, *, tol=1e-12, nodes=12, widest=4.0, narrow
             return width
         width /= 2
     return narrowest
+
+# -- posterior moments of a bivariate Gaussian cavity times a black-box likelihood ----------------------
+def adaptive_integrals(evaluate, edges, *, tol=1e-10, nodes=5, max_depth=48, jump=0.5):
+    """The integrals int exp(log_w(i, t)) [1, h_1(i, t), ..., h_k(i, t)] dt of n samples i at once, each
+    over the panels of its row of `edges` (n, K + 1): the adaptive Gauss-Legendre bisection of
+    `adaptive_moments` (whole panel against its halves within `tol`, log weight changing by less than
+    `jump` between the points read in order), for a weight that carries a payload h (the moments of an
+    inner integral, for an iterated one). `evaluate(idx, t)` takes flat arrays (sample index, node) and
+    returns (log_w (m,), h (m, k)); NaN in log_w raises FloatingPointError. Each component is accepted
+    against `tol` times its own running estimate of int exp(log_w) |h_j| (and the mass for j = 0).
+
+    Returns (shift (n,), integrals (n, k + 1)): the integrals in units of exp(shift) (shift the largest
+    log weight seen at the first level, 0 for a sample whose weight is zero everywhere)."""
+    edges = np.asarray(edges, float)
+    n = edges.shape[0]
+    u, wu = _unit_legendre(nodes)
+    sample = np.repeat(np.arange(n), edges.shape[1] - 1)
+    a, b = edges[:, :-1].ravel(), edges[:, 1:].ravel()
+    keep = b > a
+    sample, a, b = sample[keep], a[keep], b[keep]
+
+    def read(idx, t):
+        log_w, h = evaluate(np.repeat(idx, t.shape[1]), t.ravel())
+        log_w = np.asarray(log_w, float).reshape(t.shape)
+        if np.isnan(log_w).any():
+            raise FloatingPointError("the log weight returned NaN")
+        h = np.asarray(h, float).reshape(t.shape + (-1,))
+        return log_w, np.where(np.isfinite(log_w)[..., None], h, 0.0)  # no payload where no weight
+
+    t = a[:, None] + (b - a)[:, None] * u[None, :]
+    log_w, h = read(sample, t)
+    k = h.shape[-1]
+    shift = np.full(n, -np.inf)
+    np.maximum.at(shift, sample, log_w.max(axis=1))
+    shift[~np.isfinite(shift)] = 0.0
+
+    def panel_integrals(idx, log_w, h, width):
+        weight = np.exp(np.minimum(log_w - shift[idx][:, None], 700.0)) * (width[:, None] * wu[None, :])
+        parts = np.concatenate([weight[..., None], weight[..., None] * h], axis=2)
+        return parts.sum(1), np.abs(parts).sum(1)
+
+    whole, whole_abs = panel_integrals(sample, log_w, h, b - a)
+    total = np.zeros((n, k + 1))
+    scale = np.zeros((n, k + 1))  # running estimate of int |integrand| per component
+    for j in range(k + 1):
+        scale[:, j] = np.bincount(sample, whole_abs[:, j], minlength=n)
+    for depth in range(max_depth + 1):
+        if len(sample) == 0:
+            break
+        t, half, mid = _halves_points(a, b, u)
+        # the panel's ends are read just inside it: a step exactly at an edge (a direction given in
+        # `angles`) is then no jump within the panel
+        t_read = t.copy()
+        t_read[:, 0] += 1e-13 * (b - a)
+        t_read[:, -1] -= 1e-13 * (b - a)
+        log_w, h = read(sample, t_read)
+        left, left_abs = panel_integrals(sample, log_w[:, 1:nodes + 1], h[:, 1:nodes + 1], half)
+        right, right_abs = panel_integrals(sample, log_w[:, nodes + 2:-1], h[:, nodes + 2:-1], half)
+        halves = left + right
+        reference = tol * np.maximum(scale[sample], 1e-300)
+        largest = np.exp(np.minimum(log_w.max(axis=1) - shift[sample], 700.0)) * (b - a)
+        rough = (_largest_step(log_w) > jump) & (largest > reference[:, 0])
+        done = np.all(np.abs(halves - whole) <= reference, axis=1) & ~rough
+        if depth == max_depth:
+            done[:] = True
+        for j in range(k + 1):
+            total[:, j] += np.bincount(sample[done], halves[done, j], minlength=n)
+            scale[:, j] += np.bincount(sample, left_abs[:, j] + right_abs[:, j] - whole_abs[:, j], minlength=n)
+        rest = ~done
+        sample = np.concatenate([sample[rest], sample[rest]])
+        a, b = np.concatenate([a[rest], mid[rest]]), np.concatenate([mid[rest], b[rest]])
+        whole = np.concatenate([left[rest], right[rest]])
+        whole_abs = np.concatenate([left_abs[rest], right_abs[rest]])
+    return shift, total
+
+
+def _ray_moments(t0):
+    """K_m = int_{t0}^inf (t - t0)^m e^{-t^2/2} dt, m = 0..3 (columns), by the recurrence
+    K_m = (m - 1) K_{m-2} - t0 K_{m-1} from K_0 = sqrt(2 pi) Phi(-t0), K_1 = e^{-t0^2/2} - t0 K_0: no
+    overflow at any t0, and no cancellation where the ray carries the mass (t0 <= 0)."""
+    k0 = math.sqrt(2.0 * math.pi) * special.ndtr(-t0)
+    k1 = np.exp(-0.5 * t0 * t0) - t0 * k0
+    k2 = k0 - t0 * k1
+    k3 = 2.0 * k1 - t0 * k2
+    return np.maximum(np.stack([k0, k1, k2, k3], axis=1), 0.0)
+
+
+def gaussian_posterior_2d(log_likelihood, omega, V, *, tol=1e-8, angles=(), directional=False):
+    """(log Z, E[z], E[z z^T]) of the posterior exp(log_likelihood(i, z)) N(z; omega_i, V_i) of n samples,
+    z in R^2 (omega (n, 2), V (n, 2, 2) positive definite; log_likelihood takes the flat sample index
+    (m,) and points z (m, 2)); log Z = log int N(z; omega, V) exp(log_likelihood) dz.
+
+    An iterated adaptive integral in polar coordinates about z = 0, z = r (cos theta, sin theta): along
+    each ray by `adaptive_moments` in t = sqrt(a) (r - r0) (the cavity restricted to the ray is a Gaussian
+    in r of precision a = e^T V^-1 e and centre r0; the Jacobian r is part of the integrand), over theta
+    by `adaptive_integrals` on 8 panels of [0, 2 pi) plus the edges `angles` (directions where the
+    likelihood steps, when the caller knows them: no bisection is then spent on them), carrying each
+    ray's mass and first two radial moments. Rays from the origin suit multi-index likelihoods, whose
+    structure is centred there: a sign pattern is constant along every ray (its steps are the angles
+    of the axes), a level set of z1 z2 or of |z| crosses each ray once, so no ray meets a window
+    narrower than its nodes (a Cartesian line near the crossing of two steps does, and misses it). A
+    cavity far from the origin is a narrow bump in theta, which the adaptive rule refines. Both
+    levels stop at relative tolerance `tol`.
+
+    `directional`: the likelihood depends on the direction of z only (a sign pattern); each ray's
+    integral is then closed form (`_ray_moments`: the cavity on a ray is a Gaussian in r, times r^m)
+    and only the angle is integrated, the likelihood read at r = 1."""
+    omega = np.asarray(omega, float)
+    n = omega.shape[0]
+    V = np.broadcast_to(np.asarray(V, float), (n, 2, 2))
+    P = np.linalg.inv(V)
+    log_norm = -math.log(2.0 * math.pi) - 0.5 * np.linalg.slogdet(V)[1] + LOG_SQRT_2PI
+    c_quad = np.einsum("ni,nij,nj->n", omega, P, omega)
+    P_omega = np.einsum("nij,nj->ni", P, omega)
+
+    def ray(idx, theta):
+        e = np.stack([np.cos(theta), np.sin(theta)], axis=1)
+        a = np.einsum("mi,mij,mj->m", e, P[idx], e)
+        b = np.einsum("mi,mi->m", e, P_omega[idx])
+        r0, root_a = b / a, np.sqrt(a)
+        cos, sin = e[:, 0], e[:, 1]
+        base = log_norm[idx] - 0.5 * np.maximum(c_quad[idx] - b * b / a, 0.0)
+        if directional:  # int_0^inf r^(m+1) N(r e; omega, V) dr = exp(base) s^(m+2) K_(m+1), s = 1 / sqrt(a)
+            s = 1.0 / root_a
+            k = _ray_moments(-r0 * root_a)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                log_w = base - LOG_SQRT_2PI + 2.0 * np.log(s) + np.log(k[:, 1]) + log_likelihood(idx, e)
+                mean_r = np.where(k[:, 1] > 0, s * k[:, 2] / k[:, 1], 0.0)
+                second_r = np.where(k[:, 1] > 0, s * s * k[:, 3] / k[:, 1], 0.0)
+            return log_w, np.stack([mean_r * cos, mean_r * sin, second_r * cos * cos, second_r * sin * sin,
+                                    second_r * cos * sin], axis=1)
+        edges = np.maximum(GAUSSIAN_EDGES[None, :], -r0[:, None] * root_a[:, None])  # r >= 0
+
+        def inner_log_f(j, t):
+            r = r0[j] + t / root_a[j]
+            with np.errstate(divide="ignore"):
+                log_r = np.log(np.maximum(r, 0.0))
+            return -0.5 * t * t - LOG_SQRT_2PI + log_r + log_likelihood(idx[j], r[:, None] * e[j])
+
+        inner = adaptive_moments(inner_log_f, edges, tol=tol)
+        log_w = base - np.log(root_a) + inner.log_mass
+        mean_r = r0 + inner.mean / root_a
+        second_r = inner.var / a + mean_r**2
+        return log_w, np.stack([mean_r * cos, mean_r * sin, second_r * cos * cos, second_r * sin * sin,
+                                second_r * cos * sin], axis=1)
+
+    outer_edges = np.unique(np.concatenate([np.linspace(0.0, 2.0 * math.pi, 9),
+                                            np.mod(np.asarray(angles, float), 2.0 * math.pi)]))
+    shift, total = adaptive_integrals(ray, np.broadcast_to(outer_edges, (n, outer_edges.size)), tol=tol)
+    mass = total[:, 0]
+    safe = np.where(mass > 0, mass, 1.0)
+    m1, m2, m11, m22, m12 = (total[:, j] / safe for j in range(1, 6))
+    mean = np.stack([m1, m2], axis=1)
+    second = np.stack([np.stack([m11, m12], -1), np.stack([m12, m22], -1)], -2)
+    with np.errstate(divide="ignore"):
+        log_z = np.where(mass > 0, shift + np.log(safe), -np.inf)
+    return log_z, mean, second
