@@ -362,6 +362,18 @@ def _largest_step(values):
         return np.nan_to_num(np.abs(np.diff(values, axis=1)), nan=0.0, posinf=np.inf).max(axis=1)
 
 
+def _flat_panels(edges, nodes):
+    """The non-empty panels of every row of `edges` (n, K + 1), flattened: (n, the unit Gauss-Legendre
+    nodes and weights, each panel's sample index, its left and right ends)."""
+    edges = np.asarray(edges, float)
+    n = edges.shape[0]
+    u, wu = _unit_legendre(nodes)
+    sample = np.repeat(np.arange(n), edges.shape[1] - 1)
+    a, b = edges[:, :-1].ravel(), edges[:, 1:].ravel()
+    keep = b > a
+    return n, u, wu, sample[keep], a[keep], b[keep]
+
+
 def adaptive_moments(log_f, edges, *, tol=1e-11, nodes=5, max_depth=52, jump=0.5):
     """The integrals int exp(log_f(i, t)) t^k dt, k = 0, 1, 2, of n samples i at once, each over the
     panels of its row of `edges` (n, K + 1), by adaptive Gauss-Legendre bisection.
@@ -382,13 +394,7 @@ def adaptive_moments(log_f, edges, *, tol=1e-11, nodes=5, max_depth=52, jump=0.5
     variance, and in units of exp(shift), so that nothing underflows. A sample whose every node is
     zero gets mass 0.
     """
-    edges = np.asarray(edges, float)
-    n = edges.shape[0]
-    u, wu = _unit_legendre(nodes)
-    sample = np.repeat(np.arange(n), edges.shape[1] - 1)
-    a, b = edges[:, :-1].ravel(), edges[:, 1:].ravel()
-    keep = b > a
-    sample, a, b = sample[keep], a[keep], b[keep]
+    n, u, wu, sample, a, b = _flat_panels(edges, nodes)
 
     def evaluate(idx, t):
         values = log_f(np.repeat(idx, t.shape[1]), t.ravel()).reshape(t.shape)
@@ -626,13 +632,7 @@ def adaptive_integrals(evaluate, edges, *, tol=1e-10, nodes=5, max_depth=48, jum
 
     Returns (shift (n,), integrals (n, k + 1)): the integrals in units of exp(shift) (shift the largest
     log weight seen at the first level, 0 for a sample whose weight is zero everywhere)."""
-    edges = np.asarray(edges, float)
-    n = edges.shape[0]
-    u, wu = _unit_legendre(nodes)
-    sample = np.repeat(np.arange(n), edges.shape[1] - 1)
-    a, b = edges[:, :-1].ravel(), edges[:, 1:].ravel()
-    keep = b > a
-    sample, a, b = sample[keep], a[keep], b[keep]
+    n, u, wu, sample, a, b = _flat_panels(edges, nodes)
 
     def read(idx, t):
         log_w, h = evaluate(np.repeat(idx, t.shape[1]), t.ravel())
