@@ -501,16 +501,17 @@ class DerivedScalarChannel(ScalarChannel):
     #: of the cavities' standard deviations one shared rule serves
     shared_nodes_max, shared_spread = 8_000, 1.5
 
+    def _of_label(self, label):
+        """log P(label | z) as a function of z alone (the 1-d integrand the panel finders resolve)."""
+        return lambda z: self.log_likelihood(np.full(z.shape, label), z)
+
     def label_edges(self, label):
         """Panel edges over [-z_window, z_window] resolving P(label | z) in relative terms (cached per
         label and, through `_structure`, per plug-in class and parameters)."""
         cache = self._structure.setdefault("label_edges", {})
         if label not in cache:
-            def log_f(z):
-                return self.log_likelihood(np.full(z.shape, label), z)
-
             try:
-                cache[label] = resolve_panels(log_f, -self.z_window, self.z_window)
+                cache[label] = resolve_panels(self._of_label(label), -self.z_window, self.z_window)
             except FloatingPointError:
                 raise PluginFault(f"{type(self.plugin).__name__}.log_likelihood returned NaN") from None
         return cache[label]
@@ -521,12 +522,9 @@ class DerivedScalarChannel(ScalarChannel):
         smooth or negligible. Cached per plug-in class and parameters."""
         if "feature_edges" not in self._structure:
             parts = []
-            for label in self.labels:
-                def log_f(z, label=float(label)):
-                    return self.log_likelihood(np.full(z.shape, label), z)
-
+            for label in map(float, self.labels):
                 try:
-                    parts.append(merged_panels(log_f, self.label_edges(float(label)), tol=self.feature_tol,
+                    parts.append(merged_panels(self._of_label(label), self.label_edges(label), tol=self.feature_tol,
                                                nodes=gaussian_kernel_rule(self.kernel_tol)[1]))
                 except FloatingPointError:
                     raise PluginFault(f"{type(self.plugin).__name__}.log_likelihood returned NaN") from None
