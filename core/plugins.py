@@ -285,6 +285,14 @@ def instantiate(info, kwargs, where):
                              "give values the class accepts") from None
 
 
+def for_point(params, kind):
+    """The user's Likelihood or Prior object of one point: the plug-in named by ``params[kind]``, built with
+    the constructor keywords it takes from the point's parameters."""
+    info = load(params[kind], kind)
+    keywords = parameters(info.cls, f"params.{kind}")
+    return instantiate(info, {key: params[key] for key in keywords if key in params}, f"params.{kind}")
+
+
 class PluginFault(ValueError):
     """A plug-in's method returned something unusable (NaN, wrong shape) or raised; the message names
     the class, the method and the fault."""

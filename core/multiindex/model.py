@@ -95,14 +95,7 @@ def channel_of(params):
     derived by quadrature (`plugin_channel.DerivedVectorChannel`)."""
     if params["channel"] in MI_CHANNELS:
         return make_channel(params["channel"], params.get("p") or None)
-    return DerivedVectorChannel(_plugin(params), name=params["channel"])
-
-
-def _plugin(params):
-    """The user's Likelihood object of a point, built with its constructor keywords."""
-    info = plugins.load(params["channel"], "channel")
-    keywords = plugins.parameters(info.cls, "params.channel")
-    return plugins.instantiate(info, {key: params[key] for key in keywords if key in params}, "params.channel")
+    return DerivedVectorChannel(plugins.for_point(params, "channel"), name=params["channel"])
 
 
 _MATRIX = ("row", "col")
@@ -314,7 +307,7 @@ class MultiIndexModel(Model):
             if p != 0:
                 raise ParameterError("params.p", f"p={p} is only used by channel 'norm2'",
                                      "remove p (a plug-in declares its own p)")
-            plugin = _plugin(params)
+            plugin = plugins.for_point(params, "channel")
             plugin_channel.dimension(plugin)
             plugins.smoke_test(plugin, "channel")
             return params
