@@ -51,8 +51,8 @@ import numpy as np
 from seqphase.core.channel import ScalarChannel
 from seqphase.core.errors import ParameterError
 from seqphase.core.numerics import (GAUSSIAN_EDGES, LOG_SQRT_2PI, adaptive_moments, gauss_hermite,
-                                    gaussian_kernel_rule, merged_panels, resolve_panels, uniform_resolution,
-                                    unit_legendre)
+                                    gaussian_interval_moments, gaussian_kernel_rule, gaussian_window_sums, merged_panels,
+                                    resolve_panels, uniform_resolution, unit_legendre)
 
 ENTRY_POINT_GROUPS = {"channel": "seqphase.channels", "prior": "seqphase.priors"}
 
@@ -546,103 +546,132 @@ class DerivedScalarChannel(ScalarChannel):
     def label_table(self, omega, V):
         """(log Z_out, E[t | y], Var[t | y]) of every label (arrays (labels, K)) at the cavities
         N(omega_k, V), omega 1-d and V one number (SE, the thresholds), on one rule: composite Gauss-Legendre
-        in z over the panels of a grid of spacing c sqrt(V) (aligned at z = 0) that the cavities' windows
-        omega_k +- R sqrt(V) reach, split at the likelihood's `feature_edges`; (R, nodes, c) from
+        in z over the panels of a grid of spacing h <= c sqrt(V) (aligned at z = 0), split at the
+        likelihood's `feature_edges` (`kernel_nodes`); (R, nodes, c) from
         `numerics.gaussian_kernel_rule(kernel_tol)`. The likelihood is read once per node for all cavities,
-        each cavity sums its own band of nodes. Accurate in absolute terms: a label's moments are as good as
-        its probability is large, which is what an expectation over y weighted by Z_out needs (`expect_y`)
-        and not what GAMP's g_out of an unlikely label needs (`moments`). None where the windows leave
-        [-z_window, z_window]."""
+        each cavity sums the nodes of its window omega_k +- R sqrt(V) (`numerics.gaussian_window_sums`), except
+        where a label's likelihood is flat (within `flat_tol` of one level over consecutive panels): there
+        the level times the Gaussian's moments over the stretch, in closed form
+        (`numerics.gaussian_interval_moments`). Accurate in absolute terms, within kernel_tol + 2 flat_tol
+        per moment: a label's moments are as good as its probability is large, which is what an expectation
+        over y weighted by Z_out needs (`expect_y`) and not what GAMP's g_out of an unlikely label needs
+        (`moments`). None where the windows leave [-z_window, z_window]."""
         omega = np.asarray(omega, float)
         sigma = math.sqrt(float(V))
         reach, nodes, width = gaussian_kernel_rule(self.kernel_tol)
-        low, high = omega - reach * sigma, omega + reach * sigma
-        step = width * sigma
-        if not (sigma > 0 and omega.size and low.min() > -self.z_window and high.max() < self.z_window
-                and self.z_window / step < 2.0**50):  # grid indices exact in float64 (V not vanishing)
+        if not (sigma > 0 and omega.size and omega.min() - reach * sigma > -self.z_window
+                and omega.max() + reach * sigma < self.z_window):
             return None
-        # the grid panels [i step, (i + 1) step] some window reaches: runs of consecutive i
-        first_panel, last_panel = np.floor(low / step).astype(np.int64), np.floor(high / step).astype(np.int64)
-        order = np.argsort(first_panel, kind="stable")
-        starts, ends = first_panel[order], np.maximum.accumulate(last_panel[order])
-        new_run = np.concatenate([[True], starts[1:] > ends[:-1] + 1])
-        run_lo = starts[new_run]
-        run_hi = ends[np.concatenate([new_run[1:], [True]])]
-        counts = run_hi - run_lo + 1
-        panel = np.arange(counts.sum()) + np.repeat(run_lo - np.cumsum(counts) + counts, counts)
-        features = self.feature_edges()
-        run_of = np.searchsorted(run_lo * step, features, side="right") - 1
-        inside = (run_of >= 0) & (features < (run_hi[np.maximum(run_of, 0)] + 1) * step)
-        edges = np.unique(np.concatenate([panel * step, (panel[-1:] + 1) * step, (run_hi + 1) * step,
-                                          features[inside]]))
-        a, b = edges[:-1], edges[1:]
-        mid = 0.5 * (a + b)
-        run_of = np.searchsorted(run_lo * step, mid, side="right") - 1
-        keep = (run_of >= 0) & (mid < (run_hi[np.maximum(run_of, 0)] + 1) * step)  # not a gap between runs
-        a, b = a[keep, None], b[keep, None]
-        u, wu = unit_legendre(nodes)
-        z = (a + (b - a) * u).ravel()
-        weight = ((b - a) * wu).ravel() / (sigma * math.sqrt(2.0 * math.pi))  # N(0, 1) dt, t = (z - omega) / sigma
-        with np.errstate(under="ignore"):
-            likelihood = np.exp(self.log_likelihood(self.labels[:, None], z[None, :]))  # (labels, nodes)
-        log_z, mean, var = self._kernel_moments(omega, sigma, reach, z, weight, likelihood)
+        step = self.grid_step(width * sigma)
+        if self.z_window / step >= 2.0**50:  # grid indices exact in float64 (V not vanishing)
+            return None
+        z, weight, likelihood, (ends, lo, hi, levels) = self.kernel_nodes(step, omega, reach * sigma)
+        sums = gaussian_window_sums(omega, sigma, reach, z, weight, likelihood)
+        if lo.size:
+            sums += levels @ gaussian_interval_moments(omega, sigma, ends, lo, hi)
+        mass, first, second = sums
+        safe = np.where(mass > 0, mass, 1.0)
+        mean = first / safe
+        var = np.maximum(second / safe - mean * mean, 0.0)
+        with np.errstate(divide="ignore"):
+            log_z = np.log(mass)
         return log_z, mean, var
 
-    #: cavities a block of `_kernel_moments` holds at most
-    block_cavities = 8
+    #: grid spacings per octave (`grid_step`)
+    steps_per_octave = 8
 
     @classmethod
-    def _kernel_moments(cls, omega, sigma, reach, z, weight, likelihood):
-        """int N(t) t^k P(y | omega + sigma t) dt, k = 0, 1, 2, as log Z, mean and variance (rows: labels), on
-        the rule (z, weight) (sorted nodes, weights of dt): the sums over each cavity's nodes within `reach`
-        standard deviations. Cavities are grouped in blocks (within reach sigma of each other, at most
-        `block_cavities`), each reading the nodes its cavities' windows cover; with c the block's centre,
-        zeta = (z - c) / sigma and w = (omega - c) / sigma, the kernel exp(-(zeta - w)^2 / 2) is
-        exp(-zeta^2 / 2) exp(w zeta) exp(-w^2 / 2): the node factor goes into the likelihood's rows, the
-        cavity factor onto the result, and what is left per (cavity, node) is one exponential of a product
-        and a batched matrix product. |zeta| <= 3 reach and |w| <= reach keep every factor within float64."""
-        order = np.argsort(omega, kind="stable")
-        sorted_omega = omega[order]
-        group = np.floor((sorted_omega - sorted_omega[0]) / (reach * sigma)).astype(np.int64)
-        position = np.arange(group.size)
-        new_group = np.concatenate([[True], group[1:] != group[:-1]])
-        group_start = np.maximum.accumulate(np.where(new_group, position, 0))
-        new_block = new_group | ((position - group_start) % cls.block_cavities == 0)
-        block = np.cumsum(new_block) - 1
-        n_blocks = int(block[-1]) + 1
-        block_start = np.flatnonzero(new_block)
-        slot = position - block_start[block]  # position within its block
-        lo = sorted_omega[block_start]
-        hi = sorted_omega[np.concatenate([block_start[1:] - 1, [group.size - 1]])]
-        first = np.searchsorted(z, lo - reach * sigma)
-        count = np.searchsorted(z, hi + reach * sigma, side="right") - first
-        width = max(int(count.max()), 1)
-        index = first[:, None] + np.arange(width)[None, :]
-        inside = index < (first + count)[:, None]
-        index = np.minimum(index, z.size - 1)
-        centre = 0.5 * (lo + hi)
-        zeta = (z[index] - centre[:, None]) / sigma                                       # (blocks, nodes)
-        node_factor = np.where(inside, weight[index] * np.exp(-0.5 * zeta * zeta), 0.0)
-        n_labels = likelihood.shape[0]
-        read = np.ascontiguousarray(likelihood.T)[index] * node_factor[:, :, None]       # (blocks, nodes, labels)
-        rows = np.concatenate([read, read * zeta[:, :, None], read * (zeta * zeta)[:, :, None]], axis=2)
-        w = np.zeros((n_blocks, int(slot.max()) + 1))
-        w[block, slot] = (sorted_omega - centre[block]) / sigma
-        sums = np.exp(w[:, :, None] * zeta[:, None, :]) @ rows                           # (blocks, cavities, 3 labels)
-        sums = sums[block, slot] * np.exp(-0.5 * w[block, slot] ** 2)[:, None]
-        mass, first_moment, second_moment = (sums[:, k * n_labels:(k + 1) * n_labels].T for k in range(3))
-        shift = w[block, slot]  # t = zeta - w: moments about the cavity from moments about the centre
-        safe = np.where(mass > 0, mass, 1.0)
-        mean_zeta = first_moment / safe
-        mean = mean_zeta - shift
-        var = np.maximum(second_moment / safe - mean_zeta * mean_zeta, 0.0)
-        log_z, out_mean, out_var = (np.empty_like(mass) for _ in range(3))
-        with np.errstate(divide="ignore"):
-            log_z[:, order] = np.log(mass)
-        out_mean[:, order] = mean
-        out_var[:, order] = var
-        return log_z, out_mean, out_var
+    def grid_step(cls, widest):
+        """The largest 2^(j / steps_per_octave), j integer, at most `widest`: the kernel grid's spacing for
+        panels of at most `widest`. Narrower panels only make the rule more accurate (its error bound grows
+        with the width), and a spacing shared by nearby V lets the SE's iterations reuse the likelihood's
+        table (`kernel_nodes`) at the cost of at most 2^(1 / steps_per_octave) - 1 more nodes."""
+        return 2.0 ** (math.floor(math.log2(widest) * cls.steps_per_octave) / cls.steps_per_octave)
 
+    #: grid panels a chunk of `kernel_nodes` holds
+    chunk_panels = 16
+    #: how far from one level a likelihood may be to count as flat (`label_table`); P(y | z) <= 1
+    flat_tol = 1e-14
+
+    def kernel_nodes(self, step, omega, half_width):
+        """The kernel rule over the grid of spacing `step` where the windows omega_k +- half_width reach it:
+        (z, weight, likelihood (nodes, labels), flat runs (`_run_table`)). Nodes are kept where some label's
+        likelihood is not flat, with 0 for the labels that are (their stretch is a run); a run is a stretch
+        [lo, hi] of panels on which the label's likelihood is within `flat_tol` of one level at every node
+        (runs at level 0 are left out). The grid's panels are grouped in chunks of `chunk_panels`, each
+        computed once per plug-in class and parameters and kept (the last few spacings): an SE iteration at
+        a spacing seen before reads no likelihood."""
+        tables = self._structure.setdefault("kernel_nodes", {})
+        if step not in tables:
+            if len(tables) >= 8:
+                tables.pop(next(iter(tables)))
+            tables[step] = {"chunks": {}, "assembled": {}}
+        table = tables[step]
+        span = step * self.chunk_panels
+        lo = np.floor((omega - half_width) / span).astype(np.int64)
+        hi = np.floor((omega + half_width) / span).astype(np.int64)
+        base = int(lo.min())
+        reached = np.zeros(int(hi.max()) - base + 1, dtype=bool)
+        for offset in range(int((hi - lo).max()) + 1):  # a window spans a chunk or two
+            reached[(lo + offset)[lo + offset <= hi] - base] = True
+        chunks = np.flatnonzero(reached) + base
+        key = chunks.tobytes()
+        if key not in table["assembled"]:
+            if len(table["assembled"]) >= 8:
+                table["assembled"].pop(next(iter(table["assembled"])))
+            parts = [self._kernel_chunk(table["chunks"], int(chunk), step) for chunk in chunks]
+            z, weight, likelihood = (np.concatenate([part[i] for part in parts]) for i in range(3))
+            table["assembled"][key] = (z, weight, likelihood,
+                                       self._run_table(self._joined_runs([run for part in parts for run in part[3]])))
+        return table["assembled"][key]
+
+    def _run_table(self, runs):
+        """Runs (label, lo, hi, level) as `label_table` reads them: their distinct ends, each run's indices of
+        its ends, and the levels as a matrix (labels, runs) that adds each run's moments to its label's."""
+        ends = np.unique([end for run in runs for end in run[1:3]])
+        lo = np.searchsorted(ends, [run[1] for run in runs]).astype(np.int64)
+        hi = np.searchsorted(ends, [run[2] for run in runs]).astype(np.int64)
+        levels = np.zeros((self.labels.size, len(runs)))
+        for column, run in enumerate(runs):
+            levels[run[0], column] = run[3]
+        return ends, lo, hi, levels
+
+    def _joined_runs(self, runs):
+        """Runs (label, lo, hi, level) of one label that meet at an edge and whose levels agree within
+        `flat_tol` joined (the first one's level stays: every node within 2 flat_tol of it), level-0 runs
+        left out."""
+        joined = []
+        for run in sorted(runs):
+            last = joined[-1] if joined else None
+            if last and last[0] == run[0] and last[2] == run[1] and abs(last[3] - run[3]) <= self.flat_tol:
+                joined[-1] = (last[0], last[1], run[2], last[3])
+            else:
+                joined.append(run)
+        return [run for run in joined if abs(run[3]) > self.flat_tol]
+
+    def _kernel_chunk(self, chunks, chunk, step):
+        """One chunk of `kernel_nodes` (computed once): its nodes where some label is not flat, and the
+        runs of each label's flat panels."""
+        if chunk not in chunks:
+            _, nodes, _ = gaussian_kernel_rule(self.kernel_tol)
+            first = chunk * self.chunk_panels
+            grid = np.arange(first, first + self.chunk_panels + 1) * step
+            features = self.feature_edges()
+            edges = np.unique(np.concatenate([grid, features[(features > grid[0]) & (features < grid[-1])]]))
+            a, b = edges[:-1, None], edges[1:, None]
+            u, wu = unit_legendre(nodes)
+            z = a + (b - a) * u                                                 # (panels, nodes)
+            weight = (b - a) * wu
+            with np.errstate(under="ignore"):
+                likelihood = np.exp(self.log_likelihood(self.labels, z[:, :, None]))  # (panels, nodes, labels)
+            level = likelihood[:, 0, :]
+            flat = np.abs(likelihood - level[:, None, :]).max(axis=1) <= self.flat_tol  # (panels, labels)
+            runs = [(row, float(a[i, 0]), float(b[i, 0]), float(level[i, row]))
+                    for i, row in zip(*np.nonzero(flat))]
+            keep = ~flat.all(axis=1)
+            values = np.where(flat[:, None, :], 0.0, likelihood)[keep].reshape(-1, self.labels.size)
+            chunks[chunk] = (z[keep].ravel(), weight[keep].ravel(), values, self._joined_runs(runs))
+        return chunks[chunk]
     def _weighted_table(self, omega, V):
         """`label_table` of the last few (omega, V) (SE asks for the same cavities in turn: mhat, the free
         entropy and the errors at the fixed point)."""
