@@ -547,27 +547,61 @@ def gaussian_kernel_rule(tol=1e-14):
 GAUSSIAN_TABLE_STEPS = 16
 
 
-def _window_sums_loop(omega, inverse_sigma, first, last, z, weight, values, table, out):
+def _window_sums_loop(omega, inverse_sigma, reach, first, last, z, weight, values, table, run_lo, run_hi,
+                      run_label, run_level, out):
     """The loop of `gaussian_window_sums` (compiled by numba on first use, `_window_sums_kernel`)."""
     n_labels = values.shape[1]
-    sums = np.empty((3, n_labels))
+    kernel = np.empty(z.size)
+    nodes_t = np.empty(z.size)
     for k in range(omega.size):
-        sums[:] = 0.0
-        for j in range(first[k], last[k]):
+        start, stop = first[k], last[k]
+        for j in range(start, stop):
             t = (z[j] - omega[k]) * inverse_sigma
             half_square = 0.5 * t * t
             index = int(half_square * 16.0 + 0.5)
             r = index * 0.0625 - half_square
             taylor = 1.0 + r * (1.0 + r * (1.0 / 2 + r * (1.0 / 6 + r * (1.0 / 24 + r * (
                 1.0 / 120 + r * (1.0 / 720 + r * (1.0 / 5040)))))))
-            kernel = weight[j] * table[index] * taylor
-            for label in range(n_labels):
-                term = kernel * values[j, label]
-                sums[0, label] += term
-                term *= t
-                sums[1, label] += term
-                sums[2, label] += term * t
-        out[:, :, k] = sums
+            kernel[j] = weight[j] * table[index] * taylor
+            nodes_t[j] = t
+        for label in range(n_labels):  # one pass per label: its three sums stay in registers
+            s0 = 0.0
+            s1 = 0.0
+            s2 = 0.0
+            for j in range(start, stop):
+                term = kernel[j] * values[j, label]
+                s0 += term
+                term *= nodes_t[j]
+                s1 += term
+                s2 += term * nodes_t[j]
+            out[0, label, k] = s0
+            out[1, label, k] = s1
+            out[2, label, k] = s2
+        for run in range(run_lo.size):
+            ta = (run_lo[run] - omega[k]) * inverse_sigma
+            tb = (run_hi[run] - omega[k]) * inverse_sigma
+            if tb <= -reach or ta >= reach:
+                continue  # outside the window, as the nodes beyond it are
+            # Phi(t) and phi(t) at the ends; an end beyond the window counts as infinite (the same truncation)
+            below_a, density_a, below_b, density_b = 0.0, 0.0, 1.0, 0.0
+            if ta > -reach:
+                below_a = 0.5 * math.erfc(-ta * 0.7071067811865476)
+                density_a = math.exp(-0.5 * ta * ta)
+            if tb < reach:
+                below_b = 0.5 * math.erfc(-tb * 0.7071067811865476)
+                density_b = math.exp(-0.5 * tb * tb)
+            if ta > 0.0:  # above the mean: from the upper tails (no 1 - 1 cancellation)
+                mass = 0.5 * math.erfc(ta * 0.7071067811865476) - (
+                    0.5 * math.erfc(tb * 0.7071067811865476) if tb < reach else 0.0)
+            else:
+                mass = below_b - below_a
+            mass *= 2.5066282746310002
+            # the node sums are of dz and carry phi without its 1 / sqrt(2 pi) (both applied at the end)
+            level = run_level[run] / inverse_sigma
+            label = run_label[run]
+            out[0, label, k] += level * mass
+            out[1, label, k] += level * (density_a - density_b)
+            out[2, label, k] += level * (mass + ta * density_a - tb * density_b)
 
 
 @lru_cache(maxsize=1)
@@ -588,38 +622,28 @@ def _gaussian_table(reach):
     return table
 
 
-def gaussian_window_sums(omega, sigma, reach, z, weight, values):
-    """S[k, l, j] = sum_i weight_i phi(t_ij) t_ij^k values[i, l], k = 0, 1, 2, t_ij = (z_i - omega_j) / sigma,
-    over the nodes with |t_ij| <= reach: the moments of N(omega_j, sigma^2) times each column of `values` on
-    the rule (z, weight) (nodes sorted, weights of dz), for every cavity omega_j (1-d). Each cavity reads only
-    the nodes of its window (a compiled loop: the windows overlap, so a numpy form rebuilds each cavity's
-    band of nodes and their Gaussian factors first, which costs more than the sums); phi to a relative
-    3e-16 (`GAUSSIAN_TABLE_STEPS`). With `gaussian_kernel_rule(tol)`'s (reach, nodes, width) and panels of
-    width <= width sigma, each sum is within tol of its integral for values constant on the panels."""
+_NO_RUNS = (np.zeros(0), np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0))
+
+
+def gaussian_window_sums(omega, sigma, reach, z, weight, values, runs=None):
+    """S[k, l, j] = int_{-reach}^{reach} t^k phi(t) f_l(omega_j + sigma t) dt, k = 0, 1, 2, for every cavity
+    omega_j (1-d) and function f_l: on the rule (z, weight) (nodes sorted, weights of dz) where f_l takes the
+    column l of `values` (the sum over the nodes of the cavity's window |z - omega_j| <= reach sigma), plus
+    where f_l is a constant on an interval, the runs (lo, hi, label, level) (arrays; f_label = level on
+    [lo, hi], 0 at those nodes), in closed form: Phi and phi at its ends, an end beyond the window taken as
+    infinite. One compiled loop (the windows overlap, so a numpy form rebuilds each cavity's band of nodes
+    and their Gaussian factors first, which costs more than the sums); phi at the nodes to a relative 3e-16
+    (`GAUSSIAN_TABLE_STEPS`). With `gaussian_kernel_rule(tol)`'s (reach, nodes, width), panels of width
+    <= width sigma and values resolved on them, each sum is within tol of the integral over the real line."""
     omega = np.ascontiguousarray(omega, dtype=float)
     first = np.searchsorted(z, omega - reach * sigma, side="left")
     last = np.searchsorted(z, omega + reach * sigma, side="right")
     out = np.empty((3, values.shape[1], omega.size))
-    _window_sums_kernel()(omega, 1.0 / sigma, first, last, z, weight, np.ascontiguousarray(values),
-                          _gaussian_table(float(reach)), out)
+    run_lo, run_hi, run_label, run_level = _NO_RUNS if runs is None else runs
+    _window_sums_kernel()(omega, 1.0 / sigma, float(reach), first, last, z, weight, np.ascontiguousarray(values),
+                          _gaussian_table(float(reach)), run_lo, run_hi, run_label, run_level, out)
     out *= 1.0 / (sigma * _SQRT_2PI)
     return out
-
-
-def gaussian_interval_moments(omega, sigma, ends, lo, hi):
-    """int t^k phi(t) dt over t in [(ends[lo_i] - omega_j) / sigma, (ends[hi_i] - omega_j) / sigma], k = 0, 1, 2,
-    as an array (3, intervals, cavities): the moments of N(omega_j, sigma^2) over each interval in closed form,
-    from Phi and phi at the intervals' ends (`ends`, shared by intervals that meet; `lo`, `hi` index it).
-    Each end's Gaussian tail is computed on its own side (Phi(-|t|)), so that an interval keeps its accuracy
-    on the side where it lies."""
-    t = (np.asarray(ends, float)[:, None] - np.asarray(omega, float)[None, :]) / sigma
-    tail = special.ndtr(-np.abs(t))                      # Phi(t) for t < 0, 1 - Phi(t) for t >= 0
-    below = np.where(t < 0, tail, 1.0 - tail)            # Phi(t)
-    density = np.exp(-0.5 * t * t) / _SQRT_2PI
-    ta, tb = t[lo], t[hi]
-    # Phi(tb) - Phi(ta); from the upper tails when the interval lies above the mean (no 1 - 1 cancellation)
-    mass = np.where(ta >= 0, tail[lo] - tail[hi], below[hi] - below[lo])
-    return np.stack([mass, density[lo] - density[hi], mass + ta * density[lo] - tb * density[hi]])
 
 
 def _panel_reads(log_f, a, b, u):
@@ -643,7 +667,10 @@ def merged_panels(log_f, edges, *, tol=1e-13, jump=0.05, nodes=5, fine=1e-12):
     read at its ends, the parts' nodes and the dropped edge change by at most `jump` M between
     neighbours (a step at the edge stays). Panels narrower than `fine` (a step located by the bisection)
     shrink to one edge at their midpoint. What stays are the function's own features: its steps and the
-    panels its transitions need; a smooth or negligible stretch becomes one panel."""
+    panels its transitions need; a smooth or negligible stretch becomes one panel. `log_f` may be a
+    sequence of functions (the edges resolving each of them, united): an edge is dropped when every one
+    of them allows it, so that the panels are the fewest that serve them all."""
+    functions = list(log_f) if isinstance(log_f, (list, tuple)) else [log_f]
     u, wu = _unit_legendre(nodes)
     edges = np.asarray(edges, float)
     narrow = np.flatnonzero(np.diff(edges) < fine)
@@ -651,28 +678,31 @@ def merged_panels(log_f, edges, *, tol=1e-13, jump=0.05, nodes=5, fine=1e-12):
         edges = edges.copy()
         edges[narrow] = 0.5 * (edges[narrow] + edges[narrow + 1])
         edges = np.delete(edges, narrow + 1)
-    top = float(np.max(log_f(np.concatenate([edges, 0.5 * (edges[1:] + edges[:-1])]))))
-    if not np.isfinite(top):
+    midpoints = np.concatenate([edges, 0.5 * (edges[1:] + edges[:-1])])
+    tops = [float(np.max(f(midpoints))) for f in functions]
+    functions = [(f, top) for f, top in zip(functions, tops) if np.isfinite(top)]
+    if not functions:
         return edges[[0, -1]]
     while edges.size > 2:
         a, e, b = edges[:-2, None], edges[1:-1, None], edges[2:, None]  # merging drops edge e
         parts = np.concatenate([a + (e - a) * u, b - (b - e) * u[::-1]], axis=1)
         whole = a + (b - a) * u
         points = np.concatenate([a, parts[:, :nodes], e, parts[:, nodes:], b, whole], axis=1)
-        values = np.asarray(log_f(points.ravel()), float).reshape(points.shape)
-        if np.isnan(values).any():
-            raise FloatingPointError("the log integrand returned NaN")
-        scaled = np.exp(np.minimum(values - top, 0.0))
-        steps = np.abs(np.diff(scaled[:, :2 * nodes + 3], axis=1)).max(axis=1)
         x = 2.0 * (points - a) / (b - a) - 1.0
         weights = np.concatenate([(e - a) * wu, (b - e) * wu[::-1]], axis=1)
-        smooth = steps <= jump
-        for k in range(3):
-            f = scaled * x**k
-            by_parts = (f[:, 1:nodes + 1] * weights[:, :nodes]).sum(1) + (f[:, nodes + 2:2 * nodes + 2]
-                                                                           * weights[:, nodes:]).sum(1)
-            by_one = (f[:, 2 * nodes + 3:] * wu).sum(1) * (b - a)[:, 0]
-            smooth &= np.abs(by_one - by_parts) <= tol * (b - a)[:, 0]
+        smooth = np.ones(e.shape[0], dtype=bool)
+        for f, top in functions:
+            values = np.asarray(f(points.ravel()), float).reshape(points.shape)
+            if np.isnan(values).any():
+                raise FloatingPointError("the log integrand returned NaN")
+            scaled = np.exp(np.minimum(values - top, 0.0))
+            smooth &= np.abs(np.diff(scaled[:, :2 * nodes + 3], axis=1)).max(axis=1) <= jump
+            for k in range(3):
+                g = scaled * x**k
+                by_parts = (g[:, 1:nodes + 1] * weights[:, :nodes]).sum(1) + (g[:, nodes + 2:2 * nodes + 2]
+                                                                               * weights[:, nodes:]).sum(1)
+                by_one = (g[:, 2 * nodes + 3:] * wu).sum(1) * (b - a)[:, 0]
+                smooth &= np.abs(by_one - by_parts) <= tol * (b - a)[:, 0]
         # drop every other edge of each run of droppable ones: no two merges touch the same panel
         index = np.arange(smooth.size)
         run_start = np.maximum.accumulate(np.where(np.r_[True, ~smooth[:-1]], index, 0))

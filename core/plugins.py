@@ -51,7 +51,7 @@ import numpy as np
 from seqphase.core.channel import ScalarChannel
 from seqphase.core.errors import ParameterError
 from seqphase.core.numerics import (GAUSSIAN_EDGES, LOG_SQRT_2PI, adaptive_moments, gauss_hermite,
-                                    gaussian_interval_moments, gaussian_kernel_rule, gaussian_window_sums, merged_panels,
+                                    gaussian_kernel_rule, gaussian_window_sums, merged_panels,
                                     resolve_panels, uniform_resolution, unit_legendre)
 
 ENTRY_POINT_GROUPS = {"channel": "seqphase.channels", "prior": "seqphase.priors"}
@@ -525,18 +525,19 @@ class DerivedScalarChannel(ScalarChannel):
         return cache[label]
 
     def feature_edges(self):
-        """The edges every label's likelihood needs in absolute terms (`numerics.merged_panels` of each
-        label's `label_edges`, united): its steps and the panels of its transitions, nothing where it is
-        smooth or negligible. Cached per plug-in class and parameters."""
+        """The edges every label's likelihood needs in absolute terms (`numerics.merged_panels` of all labels
+        at once, from the union of their `label_edges`: an edge stays where some label needs it): its steps
+        and the panels of its transitions, nothing where it is smooth or negligible. Cached per plug-in
+        class and parameters."""
         if "feature_edges" not in self._structure:
-            parts = []
-            for label in map(float, self.labels):
-                try:
-                    parts.append(merged_panels(self._of_label(label), self.label_edges(label), tol=self.feature_tol,
-                                               nodes=gaussian_kernel_rule(self.kernel_tol)[1]))
-                except FloatingPointError:
-                    raise PluginFault(f"{type(self.plugin).__name__}.log_likelihood returned NaN") from None
-            self._structure["feature_edges"] = np.unique(np.concatenate(parts))
+            labels = list(map(float, self.labels))
+            try:
+                edges = np.unique(np.concatenate([self.label_edges(label) for label in labels]))
+                self._structure["feature_edges"] = merged_panels(
+                    [self._of_label(label) for label in labels], edges, tol=self.feature_tol,
+                    nodes=gaussian_kernel_rule(self.kernel_tol)[1])
+            except FloatingPointError:
+                raise PluginFault(f"{type(self.plugin).__name__}.log_likelihood returned NaN") from None
         return self._structure["feature_edges"]
 
     #: absolute tolerance (relative to the label's largest probability, per unit of z) to which
@@ -552,7 +553,7 @@ class DerivedScalarChannel(ScalarChannel):
         each cavity sums the nodes of its window omega_k +- R sqrt(V) (`numerics.gaussian_window_sums`), except
         where a label's likelihood is flat (within `flat_tol` of one level over consecutive panels): there
         the level times the Gaussian's moments over the stretch, in closed form
-        (`numerics.gaussian_interval_moments`). Accurate in absolute terms, within kernel_tol + 2 flat_tol
+        (`numerics.gaussian_window_sums`). Accurate in absolute terms, within kernel_tol + 2 flat_tol
         per moment: a label's moments are as good as its probability is large, which is what an expectation
         over y weighted by Z_out needs (`expect_y`) and not what GAMP's g_out of an unlikely label needs
         (`moments`). None where the windows leave [-z_window, z_window]."""
@@ -565,11 +566,8 @@ class DerivedScalarChannel(ScalarChannel):
         step = self.grid_step(width * sigma)
         if self.z_window / step >= 2.0**50:  # grid indices exact in float64 (V not vanishing)
             return None
-        z, weight, likelihood, (ends, lo, hi, levels) = self.kernel_nodes(step, omega, reach * sigma)
-        sums = gaussian_window_sums(omega, sigma, reach, z, weight, likelihood)
-        if lo.size:
-            sums += levels @ gaussian_interval_moments(omega, sigma, ends, lo, hi)
-        mass, first, second = sums
+        z, weight, likelihood, runs = self.kernel_nodes(step, omega, reach * sigma)
+        mass, first, second = gaussian_window_sums(omega, sigma, reach, z, weight, likelihood, runs)
         safe = np.where(mass > 0, mass, 1.0)
         mean = first / safe
         var = np.maximum(second / safe - mean * mean, 0.0)
@@ -625,16 +623,12 @@ class DerivedScalarChannel(ScalarChannel):
                                        self._run_table(self._joined_runs([run for part in parts for run in part[3]])))
         return table["assembled"][key]
 
-    def _run_table(self, runs):
-        """Runs (label, lo, hi, level) as `label_table` reads them: their distinct ends, each run's indices of
-        its ends, and the levels as a matrix (labels, runs) that adds each run's moments to its label's."""
-        ends = np.unique([end for run in runs for end in run[1:3]])
-        lo = np.searchsorted(ends, [run[1] for run in runs]).astype(np.int64)
-        hi = np.searchsorted(ends, [run[2] for run in runs]).astype(np.int64)
-        levels = np.zeros((self.labels.size, len(runs)))
-        for column, run in enumerate(runs):
-            levels[run[0], column] = run[3]
-        return ends, lo, hi, levels
+    @staticmethod
+    def _run_table(runs):
+        """Runs (label, lo, hi, level) as `numerics.gaussian_window_sums` reads them: arrays lo, hi, label,
+        level."""
+        return (np.array([run[1] for run in runs], dtype=float), np.array([run[2] for run in runs], dtype=float),
+                np.array([run[0] for run in runs], dtype=np.int64), np.array([run[3] for run in runs], dtype=float))
 
     def _joined_runs(self, runs):
         """Runs (label, lo, hi, level) of one label that meet at an edge and whose levels agree within
@@ -654,11 +648,14 @@ class DerivedScalarChannel(ScalarChannel):
         runs of each label's flat panels."""
         if chunk not in chunks:
             _, nodes, _ = gaussian_kernel_rule(self.kernel_tol)
-            first = chunk * self.chunk_panels
-            grid = np.arange(first, first + self.chunk_panels + 1) * step
+            start, stop = chunk * self.chunk_panels * step, (chunk + 1) * self.chunk_panels * step
             features = self.feature_edges()
-            edges = np.unique(np.concatenate([grid, features[(features > grid[0]) & (features < grid[-1])]]))
-            a, b = edges[:-1, None], edges[1:, None]
+            coarse = np.concatenate([[start], features[(features > start) & (features < stop)], [stop]])
+            # each of the likelihood's panels in equal parts of at most `step` (the Gaussian's resolution)
+            parts = np.maximum(np.ceil(np.diff(coarse) / step * (1.0 - 1e-12)), 1.0).astype(np.int64)
+            piece = np.arange(parts.sum()) - np.repeat(np.cumsum(parts) - parts, parts)
+            a = (np.repeat(coarse[:-1], parts) + np.repeat(np.diff(coarse) / parts, parts) * piece)[:, None]
+            b = np.append(a[1:, 0], stop)[:, None]
             u, wu = unit_legendre(nodes)
             z = a + (b - a) * u                                                 # (panels, nodes)
             weight = (b - a) * wu
