@@ -390,6 +390,21 @@ def _structure(plugin):
 
 
 
+
+def _joined_runs(lo, hi, label, level, group=None):
+    """Runs (arrays lo, hi, label, level) of one label, one group, that meet at an edge with the same level
+    joined into one, sorted by label and position: every node of a run is within `flat_tol` of its level."""
+    group = np.zeros(lo.size, dtype=np.int64) if group is None else group
+    order = np.lexsort((lo, group, label))
+    lo, hi, label, level, group = lo[order], hi[order], label[order], level[order], group[order]
+    new = np.ones(lo.size, dtype=bool)
+    new[1:] = ((label[1:] != label[:-1]) | (group[1:] != group[:-1]) | (lo[1:] != hi[:-1])
+               | (level[1:] != level[:-1]))
+    start = np.flatnonzero(new)
+    end = np.append(start[1:], lo.size) - 1
+    return lo[start], hi[end], label[start].astype(np.int64), level[start]
+
+
 class DerivedScalarChannel(ScalarChannel):
     """A p = 1 `Likelihood` as the shared scalar channel protocol (`core/channel.py`) that the glm
     family's SE, GAMP, thresholds and onset evaluate: every quantity derived from `log_likelihood` and
@@ -593,12 +608,12 @@ class DerivedScalarChannel(ScalarChannel):
 
     def kernel_nodes(self, step, omega, half_width):
         """The kernel rule over the grid of spacing `step` where the windows omega_k +- half_width reach it:
-        (z, weight, likelihood (nodes, labels), flat runs (`_run_table`)). Nodes are kept where some label's
-        likelihood is not flat, with 0 for the labels that are (their stretch is a run); a run is a stretch
-        [lo, hi] of panels on which the label's likelihood is within `flat_tol` of one level at every node
-        (runs at level 0 are left out). The grid's panels are grouped in chunks of `chunk_panels`, each
-        computed once per plug-in class and parameters and kept (the last few spacings): an SE iteration at
-        a spacing seen before reads no likelihood."""
+        (z, weight, likelihood (nodes, labels), flat runs (lo, hi, label, level)). Nodes are kept where some
+        label's likelihood is not flat, with 0 for the labels that are: a run is a stretch [lo, hi] of panels
+        on which the label's likelihood is within `flat_tol` of one level at every node (runs at a level
+        below `flat_tol` are left out). The grid's spans of `chunk_panels` panels are each computed once per
+        plug-in class and parameters and kept (the last few spacings): an SE iteration at a spacing seen
+        before reads no likelihood."""
         tables = self._structure.setdefault("kernel_nodes", {})
         if step not in tables:
             if len(tables) >= 8:
@@ -612,63 +627,62 @@ class DerivedScalarChannel(ScalarChannel):
         reached = np.zeros(int(hi.max()) - base + 1, dtype=bool)
         for offset in range(int((hi - lo).max()) + 1):  # a window spans a chunk or two
             reached[(lo + offset)[lo + offset <= hi] - base] = True
-        chunks = np.flatnonzero(reached) + base
-        key = chunks.tobytes()
+        chunks = (np.flatnonzero(reached) + base).tolist()
+        key = bytes(reached) + repr(base).encode()
         if key not in table["assembled"]:
             if len(table["assembled"]) >= 8:
                 table["assembled"].pop(next(iter(table["assembled"])))
-            parts = [self._kernel_chunk(table["chunks"], int(chunk), step) for chunk in chunks]
-            z, weight, likelihood = (np.concatenate([part[i] for part in parts]) for i in range(3))
-            table["assembled"][key] = (z, weight, likelihood,
-                                       self._run_table(self._joined_runs([run for part in parts for run in part[3]])))
+            store = table["chunks"]
+            missing = [chunk for chunk in chunks if chunk not in store]
+            if missing:
+                store.update(self._kernel_chunks(np.array(missing, dtype=np.int64), step))
+            parts = [store[chunk] for chunk in chunks]
+            z, weight, likelihood, *runs = (np.concatenate([part[i] for part in parts]) for i in range(7))
+            table["assembled"][key] = (z, weight, likelihood, _joined_runs(*runs))
         return table["assembled"][key]
 
-    @staticmethod
-    def _run_table(runs):
-        """Runs (label, lo, hi, level) as `numerics.gaussian_window_sums` reads them: arrays lo, hi, label,
-        level."""
-        return (np.array([run[1] for run in runs], dtype=float), np.array([run[2] for run in runs], dtype=float),
-                np.array([run[0] for run in runs], dtype=np.int64), np.array([run[3] for run in runs], dtype=float))
-
-    def _joined_runs(self, runs):
-        """Runs (label, lo, hi, level) of one label that meet at an edge and whose levels agree within
-        `flat_tol` joined (the first one's level stays: every node within 2 flat_tol of it), level-0 runs
-        left out."""
-        joined = []
-        for run in sorted(runs):
-            last = joined[-1] if joined else None
-            if last and last[0] == run[0] and last[2] == run[1] and abs(last[3] - run[3]) <= self.flat_tol:
-                joined[-1] = (last[0], last[1], run[2], last[3])
-            else:
-                joined.append(run)
-        return [run for run in joined if abs(run[3]) > self.flat_tol]
-
-    def _kernel_chunk(self, chunks, chunk, step):
-        """One chunk of `kernel_nodes` (computed once): its nodes where some label is not flat, and the
-        runs of each label's flat panels."""
-        if chunk not in chunks:
-            _, nodes, _ = gaussian_kernel_rule(self.kernel_tol)
-            start, stop = chunk * self.chunk_panels * step, (chunk + 1) * self.chunk_panels * step
-            features = self.feature_edges()
-            coarse = np.concatenate([[start], features[(features > start) & (features < stop)], [stop]])
-            # each of the likelihood's panels in equal parts of at most `step` (the Gaussian's resolution)
-            parts = np.maximum(np.ceil(np.diff(coarse) / step * (1.0 - 1e-12)), 1.0).astype(np.int64)
-            piece = np.arange(parts.sum()) - np.repeat(np.cumsum(parts) - parts, parts)
-            a = (np.repeat(coarse[:-1], parts) + np.repeat(np.diff(coarse) / parts, parts) * piece)[:, None]
-            b = np.append(a[1:, 0], stop)[:, None]
-            u, wu = unit_legendre(nodes)
-            z = a + (b - a) * u                                                 # (panels, nodes)
-            weight = (b - a) * wu
-            with np.errstate(under="ignore"):
-                likelihood = np.exp(self.log_likelihood(self.labels, z[:, :, None]))  # (panels, nodes, labels)
-            level = likelihood[:, 0, :]
-            flat = np.abs(likelihood - level[:, None, :]).max(axis=1) <= self.flat_tol  # (panels, labels)
-            runs = [(row, float(a[i, 0]), float(b[i, 0]), float(level[i, row]))
-                    for i, row in zip(*np.nonzero(flat))]
-            keep = ~flat.all(axis=1)
-            values = np.where(flat[:, None, :], 0.0, likelihood)[keep].reshape(-1, self.labels.size)
-            chunks[chunk] = (z[keep].ravel(), weight[keep].ravel(), values, self._joined_runs(runs))
-        return chunks[chunk]
+    def _kernel_chunks(self, chunks, step):
+        """{chunk: (z, weight, likelihood, run lo, hi, label, level)} of `kernel_nodes` for the chunks (sorted
+        integers; chunk i spans [i, i + 1] chunk_panels step): the `feature_edges` inside each chunk, every
+        panel they leave cut in equal parts of at most `step` (the Gaussian's resolution), `nodes` Gauss-Legendre
+        nodes on each part, the likelihood of every label read at once; then each label's flat parts as runs
+        and the nodes of the other parts."""
+        _, nodes, _ = gaussian_kernel_rule(self.kernel_tol)
+        starts, stops = chunks * self.chunk_panels * step, (chunks + 1) * self.chunk_panels * step
+        features = self.feature_edges()
+        first = np.searchsorted(features, starts, side="right")   # the features strictly inside each chunk
+        inner = np.searchsorted(features, stops, side="left") - first
+        coarse = inner + 1                                        # the likelihood's panels of each chunk
+        chunk_of = np.repeat(np.arange(chunks.size), coarse)
+        position = np.arange(coarse.sum()) - np.repeat(np.cumsum(coarse) - coarse, coarse)
+        feature = first[chunk_of] + position
+        left = np.where(position == 0, starts[chunk_of], features[np.clip(feature - 1, 0, features.size - 1)])
+        right = np.where(position == inner[chunk_of], stops[chunk_of], features[np.clip(feature, 0, features.size - 1)])
+        parts = np.maximum(np.ceil((right - left) / step * (1.0 - 1e-12)), 1.0).astype(np.int64)
+        piece = np.arange(parts.sum()) - np.repeat(np.cumsum(parts) - parts, parts)
+        part_width = np.repeat((right - left) / parts, parts)
+        a = np.repeat(left, parts) + part_width * piece
+        b = np.where(piece == np.repeat(parts, parts) - 1, np.repeat(right, parts), np.repeat(left, parts) + part_width * (piece + 1))
+        chunk_of = np.repeat(chunk_of, parts)
+        u, wu = unit_legendre(nodes)
+        z = a[:, None] + (b - a)[:, None] * u                                     # (parts, nodes)
+        weight = (b - a)[:, None] * wu
+        with np.errstate(under="ignore"):
+            likelihood = np.exp(self.log_likelihood(self.labels, z[:, :, None]))  # (parts, nodes, labels)
+        level = likelihood[:, 0, :]
+        flat = np.abs(likelihood - level[:, None, :]).max(axis=1) <= self.flat_tol  # (parts, labels)
+        kept = ~flat.all(axis=1)
+        values = np.where(flat[:, None, :], 0.0, likelihood)
+        part, label = np.nonzero(flat & (np.abs(level) > self.flat_tol))
+        runs = _joined_runs(a[part], b[part], label, level[part, label], group=chunk_of[part])
+        run_chunk = np.searchsorted(starts, runs[0], side="right") - 1
+        node_split = np.cumsum(np.bincount(chunk_of[kept], minlength=chunks.size))[:-1] * nodes
+        run_split = np.cumsum(np.bincount(run_chunk, minlength=chunks.size))[:-1]
+        order = np.argsort(run_chunk, kind="stable")
+        columns = [np.split(column, node_split) for column in (z[kept].ravel(), weight[kept].ravel(),
+                                                                 values[kept].reshape(-1, self.labels.size))]
+        columns += [np.split(column[order], run_split) for column in runs]
+        return {chunk: tuple(column[i] for column in columns) for i, chunk in enumerate(chunks.tolist())}
     def _weighted_table(self, omega, V):
         """`label_table` of the last few (omega, V) (SE asks for the same cavities in turn: mhat, the free
         entropy and the errors at the fixed point)."""
