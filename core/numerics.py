@@ -1,5 +1,6 @@
 """Shared numerics of every model family: quadrature, special functions, fixed points, bisections,
-small linear algebra and padding. Imports numpy/scipy only, never a family (core/<family>/ import it).
+small linear algebra and padding. Imports numpy/scipy (and numba, on first use, for the compiled loop of
+``gaussian_window_sums``), never a family (core/<family>/ import it).
 
 Quadrature rules for Gaussian expectations E_{xi ~ N(0,1)}[f(xi)]:
 

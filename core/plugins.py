@@ -56,11 +56,16 @@ from seqphase.core.numerics import (GAUSSIAN_EDGES, LOG_SQRT_2PI, adaptive_momen
 
 ENTRY_POINT_GROUPS = {"channel": "seqphase.channels", "prior": "seqphase.priors"}
 
-#: version of the quadratures that derive a channel plug-in's quantities (`DerivedScalarChannel`); it
-#: enters the identity of every point with a channel plug-in. 2: the SE's expectations over y on one
-#: rule per (omega, V) for all labels (`label_table`), a continuous y's g_out on a fixed rule
-#: (`drawn_moments`); 1 (no suffix in the tag): per-label shared rules and per-sample adaptive quadrature.
-DERIVED_CHANNEL_VERSION = 2
+#: version of the quadratures that derive a p = 1 channel plug-in's quantities (`DerivedScalarChannel`); it
+#: enters the identity of every point with such a channel plug-in. 3: `label_table`'s rule subdivides the
+#: likelihood's joint panels, its flat stretches in closed form, the windows summed in a compiled loop;
+#: 2: the SE's expectations over y on one rule per (omega, V) for all labels (`label_table`), a continuous
+#: y's g_out on a fixed rule (`drawn_moments`); 1 (no suffix in the tag): per-label shared rules and
+#: per-sample adaptive quadrature.
+DERIVED_CHANNEL_VERSION = 3
+#: the same for p = 2 channel plug-ins (core/multiindex/plugin_channel.py), whose derivation has not
+#: changed since the tag first carried a version
+DERIVED_VECTOR_CHANNEL_VERSION = 2
 
 
 class Likelihood:
@@ -162,8 +167,12 @@ class PluginInfo:
     @property
     def tag(self):
         """The text a point's algorithm version carries, so an edited plug-in recomputes its points; a
-        channel's also names the version of the derivation (`DERIVED_CHANNEL_VERSION`)."""
-        derivation = f"/derived-v{DERIVED_CHANNEL_VERSION}" if self.kind == "channel" else ""
+        channel's also names the version of its derivation (`DERIVED_CHANNEL_VERSION` for p = 1,
+        `DERIVED_VECTOR_CHANNEL_VERSION` for p = 2)."""
+        derivation = ""
+        if self.kind == "channel":
+            p = getattr(self.cls, "p", 1)
+            derivation = f"/derived-v{DERIVED_CHANNEL_VERSION if p == 1 else DERIVED_VECTOR_CHANNEL_VERSION}"
         return f"{self.kind}={self.module}:{self.qualname}@{self.sha256[:16]}{derivation}"
 
     def provenance(self):
@@ -414,8 +423,8 @@ class DerivedScalarChannel(ScalarChannel):
     per-sample g_out that GAMP and `seqphase check` use: measured on the probit and sign channels, the
     derived g_out and dg agree with the closed forms within 100 `tol` (1e-11 default: within 1e-9).
     Expectations over y at one cavity variance (SE, thresholds, test errors) use `label_table` instead,
-    accurate in absolute terms to `kernel_tol` (measured against the closed forms of sign and probit:
-    within 1e-12 for V >= 1e-4). A continuous y is integrated over `n_label_draws` labels drawn by the
+    accurate in absolute terms to `kernel_tol` + 2 `flat_tol` (measured against the closed forms of sign
+    and probit: within 1e-12 for V >= 1e-4). A continuous y is integrated over `n_label_draws` labels drawn by the
     plug-in's sampler at each of `n_label_nodes` Gauss-Hermite nodes of z (a fixed seed: the same labels
     every call). What the likelihood looks like (evenness, its panels) is found once per plug-in class and
     parameter values in a process and shared by every channel object built from them.
