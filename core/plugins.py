@@ -51,7 +51,8 @@ import numpy as np
 from seqphase.core.channel import ScalarChannel
 from seqphase.core.errors import ParameterError
 from seqphase.core.numerics import (GAUSSIAN_EDGES, LOG_SQRT_2PI, adaptive_moments, gauss_hermite,
-                                    gaussian_kernel_rule, gaussian_window_sums, merged_panels,
+                                    gaussian_kernel_rule, gaussian_window_log_moments,
+                                    gaussian_window_sums, merged_panels,
                                     resolve_panels, uniform_resolution, unit_legendre)
 
 ENTRY_POINT_GROUPS = {"channel": "seqphase.channels", "prior": "seqphase.priors"}
@@ -732,28 +733,7 @@ class DerivedScalarChannel(ScalarChannel):
         log_w = np.log(((b - a) / 2 * wu).ravel()) + self.log_likelihood(np.full(z.shape, label), z)
         # Each cavity reads only the nodes within `kernel_reach` of its mean (z is sorted): a band of the
         # cavity x node matrix, as narrow as the kernel when the omegas spread far wider than sqrt(V).
-        first = np.searchsorted(z, omega - self.kernel_reach * sigma)
-        last = np.searchsorted(z, omega + self.kernel_reach * sigma)
-        band = max(int((last - first).max()), 1)
-        log_z, mean, var = (np.empty(omega.shape) for _ in range(3))
-        block = max(1, 4_000_000 // band)  # cavities a block: bounded memory (K x band doubles)
-        for start in range(0, omega.size, block):
-            part = slice(start, start + block)
-            s = sigma[part, None]
-            index = first[part, None] + np.arange(band)[None, :]
-            inside = index < last[part, None]
-            index = np.minimum(index, z.size - 1)
-            t = (z[index] - omega[part, None]) / s
-            log_f = np.where(inside, log_w[index], -np.inf) - 0.5 * t * t - LOG_SQRT_2PI - np.log(s)
-            shift = log_f.max(axis=1)
-            finite = np.isfinite(shift)
-            weight = np.exp(log_f - np.where(finite, shift, 0.0)[:, None])
-            mass = weight.sum(axis=1)
-            safe = np.where(mass > 0, mass, 1.0)
-            mean[part] = (weight * t).sum(axis=1) / safe
-            var[part] = np.maximum((weight * t * t).sum(axis=1) / safe - mean[part] ** 2, 0.0)
-            with np.errstate(divide="ignore"):
-                log_z[part] = np.where(finite & (mass > 0), shift + np.log(safe), -np.inf)
+        log_z, mean, var = gaussian_window_log_moments(omega, sigma, self.kernel_reach, z, log_w)
         # A label unlikely at its cavity puts the posterior far out, where the shared panels are too wide
         # for the Gaussian's decay (or beyond their reach): those few go to the per-sample rule.
         far = (np.abs(mean) + 5.0 * np.sqrt(var) > self.kernel_reach - 4.0) & np.isfinite(log_z)
