@@ -399,8 +399,6 @@ def _structure(plugin):
     return _STRUCTURES[key]
 
 
-
-
 def _joined_runs(lo, hi, label, level, group=None):
     """Runs (arrays lo, hi, label, level) of one label, one group, that meet at an edge with the same level
     joined into one, sorted by label and position: every node of a run is within `flat_tol` of its level."""
@@ -425,9 +423,9 @@ class DerivedScalarChannel(ScalarChannel):
     derived g_out and dg agree with the closed forms within 100 `tol` (1e-11 default: within 1e-9).
     Expectations over y at one cavity variance (SE, thresholds, test errors) use `label_table` instead,
     accurate in absolute terms to `kernel_tol` + 2 `flat_tol` (measured against the closed forms of sign
-    and probit: within 1e-12 for V >= 1e-4). A continuous y is integrated over `n_label_draws` labels drawn by the
-    plug-in's sampler at each of `n_label_nodes` Gauss-Hermite nodes of z (a fixed seed: the same labels
-    every call). What the likelihood looks like (evenness, its panels) is found once per plug-in class and
+    and probit: within 1e-12 for V >= 1e-4). A continuous y is integrated over `n_label_draws` labels drawn
+    by the plug-in's sampler at each of `n_label_nodes` Gauss-Hermite nodes of z (a fixed seed: the same
+    labels every call). What the likelihood looks like (evenness, its panels) is found once per plug-in class and
     parameter values in a process and shared by every channel object built from them.
     """
 
@@ -571,17 +569,17 @@ class DerivedScalarChannel(ScalarChannel):
 
     def label_table(self, omega, V):
         """(log Z_out, E[t | y], Var[t | y]) of every label (arrays (labels, K)) at the cavities
-        N(omega_k, V), omega 1-d and V one number (SE, the thresholds), on one rule: composite Gauss-Legendre
-        in z over the panels of a grid of spacing h <= c sqrt(V) (aligned at z = 0), split at the
-        likelihood's `feature_edges` (`kernel_nodes`); (R, nodes, c) from
+        N(omega_k, V), omega 1-d and V one number (SE, the thresholds), on one rule (`kernel_nodes`):
+        composite Gauss-Legendre in z over the likelihood's `feature_edges`, each panel cut in equal parts
+        of at most h <= c sqrt(V) (`grid_step`), with (R, nodes, c) from
         `numerics.gaussian_kernel_rule(kernel_tol)`. The likelihood is read once per node for all cavities,
-        each cavity sums the nodes of its window omega_k +- R sqrt(V) (`numerics.gaussian_window_sums`), except
-        where a label's likelihood is flat (within `flat_tol` of one level over consecutive panels): there
-        the level times the Gaussian's moments over the stretch, in closed form
-        (`numerics.gaussian_window_sums`). Accurate in absolute terms, within kernel_tol + 2 flat_tol
-        per moment: a label's moments are as good as its probability is large, which is what an expectation
-        over y weighted by Z_out needs (`expect_y`) and not what GAMP's g_out of an unlikely label needs
-        (`moments`). None where the windows leave [-z_window, z_window]."""
+        each cavity sums the nodes of its window omega_k +- R sqrt(V), except where a label's likelihood is
+        flat (within `flat_tol` of one level over consecutive parts): there the level times the Gaussian's
+        moments over the stretch, in closed form (both in `numerics.gaussian_window_sums`). Accurate in
+        absolute terms, within kernel_tol + 2 flat_tol per moment: a label's moments are as good as its
+        probability is large, which is what an expectation over y weighted by Z_out needs (`expect_y`) and
+        not what GAMP's g_out of an unlikely label needs (`moments`). None where the windows leave
+        [-z_window, z_window]."""
         omega = np.asarray(omega, float)
         sigma = math.sqrt(float(V))
         reach, nodes, width = gaussian_kernel_rule(self.kernel_tol)
@@ -589,7 +587,7 @@ class DerivedScalarChannel(ScalarChannel):
                 and omega.max() + reach * sigma < self.z_window):
             return None
         step = self.grid_step(width * sigma)
-        if self.z_window / step >= 2.0**50:  # grid indices exact in float64 (V not vanishing)
+        if self.z_window / step >= 2.0**50:  # chunk indices exact in float64 (V not vanishing)
             return None
         z, weight, likelihood, runs = self.kernel_nodes(step, omega, reach * sigma)
         mass, first, second = gaussian_window_sums(omega, sigma, reach, z, weight, likelihood, runs)
@@ -667,12 +665,14 @@ class DerivedScalarChannel(ScalarChannel):
         position = np.arange(coarse.sum()) - np.repeat(np.cumsum(coarse) - coarse, coarse)
         feature = first[chunk_of] + position
         left = np.where(position == 0, starts[chunk_of], features[np.clip(feature - 1, 0, features.size - 1)])
-        right = np.where(position == inner[chunk_of], stops[chunk_of], features[np.clip(feature, 0, features.size - 1)])
+        right = np.where(position == inner[chunk_of], stops[chunk_of],
+                         features[np.clip(feature, 0, features.size - 1)])
         parts = np.maximum(np.ceil((right - left) / step * (1.0 - 1e-12)), 1.0).astype(np.int64)
         piece = np.arange(parts.sum()) - np.repeat(np.cumsum(parts) - parts, parts)
         part_width = np.repeat((right - left) / parts, parts)
         a = np.repeat(left, parts) + part_width * piece
-        b = np.where(piece == np.repeat(parts, parts) - 1, np.repeat(right, parts), np.repeat(left, parts) + part_width * (piece + 1))
+        b = np.where(piece == np.repeat(parts, parts) - 1, np.repeat(right, parts),
+                     np.repeat(left, parts) + part_width * (piece + 1))  # b of a part is a of the next, exactly
         chunk_of = np.repeat(chunk_of, parts)
         u, wu = unit_legendre(nodes)
         z = a[:, None] + (b - a)[:, None] * u                                     # (parts, nodes)
@@ -693,6 +693,7 @@ class DerivedScalarChannel(ScalarChannel):
                                                                  values[kept].reshape(-1, self.labels.size))]
         columns += [np.split(column[order], run_split) for column in runs]
         return {chunk: tuple(column[i] for column in columns) for i, chunk in enumerate(chunks.tolist())}
+
     def _weighted_table(self, omega, V):
         """`label_table` of the last few (omega, V) (SE asks for the same cavities in turn: mhat, the free
         entropy and the errors at the fixed point)."""
