@@ -713,7 +713,7 @@ def _panel_reads(log_f, a, b, u):
     return values, half, mid, n
 
 
-def merged_panels(log_f, edges, *, tol=1e-13, jump=0.05, nodes=5, fine=1e-12):
+def merged_panels(log_f, edges, *, tol=1e-13, jump=0.05, nodes=5, fine=1e-12, unit=math.inf):
     """The fewest of `edges` (sorted panel edges on which exp(log_f) is resolved, e.g. by `resolve_panels`)
     on which exp(log_f) stays resolved in absolute terms, relative to its largest value M: an interior edge
     is dropped while the panel the merge leaves (1) integrates exp(log_f) x^k, k = 0, 1, 2 (x its position
@@ -724,7 +724,10 @@ def merged_panels(log_f, edges, *, tol=1e-13, jump=0.05, nodes=5, fine=1e-12):
     shrink to one edge at their midpoint. What stays are the function's own features: its steps and the
     panels its transitions need; a smooth or negligible stretch becomes one panel. `log_f` may be a
     sequence of functions (the edges resolving each of them, united): an edge is dropped when every one
-    of them allows it, so that the panels are the fewest that serve them all."""
+    of them allows it, so that the panels are the fewest that serve them all. `unit` caps the length
+    the tolerance scales with: a panel longer than it is held to tol M `unit` (a long panel's error
+    sits where the function varies, not spread over its length, and a rule that reads a window of it
+    sees all of it)."""
     functions = list(log_f) if isinstance(log_f, (list, tuple)) else [log_f]
     u, wu = _unit_legendre(nodes)
     edges = np.asarray(edges, float)
@@ -757,7 +760,7 @@ def merged_panels(log_f, edges, *, tol=1e-13, jump=0.05, nodes=5, fine=1e-12):
                 by_parts = (g[:, 1:nodes + 1] * weights[:, :nodes]).sum(1) + (g[:, nodes + 2:2 * nodes + 2]
                                                                                * weights[:, nodes:]).sum(1)
                 by_one = (g[:, 2 * nodes + 3:] * wu).sum(1) * (b - a)[:, 0]
-                smooth &= np.abs(by_one - by_parts) <= tol * (b - a)[:, 0]
+                smooth &= np.abs(by_one - by_parts) <= tol * np.minimum(b - a, unit)[:, 0]
         # drop every other edge of each run of droppable ones: no two merges touch the same panel
         index = np.arange(smooth.size)
         run_start = np.maximum.accumulate(np.where(np.r_[True, ~smooth[:-1]], index, 0))

@@ -558,7 +558,7 @@ class DerivedScalarChannel(ScalarChannel):
                 edges = np.unique(np.concatenate([self.label_edges(label) for label in labels]))
                 self._structure["feature_edges"] = merged_panels(
                     [self._of_label(label) for label in labels], edges, tol=self.feature_tol,
-                    nodes=gaussian_kernel_rule(self.kernel_tol)[1])
+                    nodes=gaussian_kernel_rule(self.kernel_tol)[1], unit=1.0)
             except FloatingPointError:
                 raise PluginFault(f"{type(self.plugin).__name__}.log_likelihood returned NaN") from None
         return self._structure["feature_edges"]
