@@ -641,6 +641,8 @@ def gaussian_window_sums(omega, sigma, reach, z, weight, values, runs=None):
     last = np.searchsorted(z, omega + reach * sigma, side="right")
     out = np.empty((3, values.shape[1], omega.size))
     run_lo, run_hi, run_label, run_level = _NO_RUNS if runs is None else runs
+    if run_label.size and not 0 <= run_label.min() <= run_label.max() < values.shape[1]:
+        raise ValueError(f"runs: labels must index the {values.shape[1]} columns of values")
     _window_sums_kernel()(omega, 1.0 / sigma, float(reach), first, last, z, weight, np.ascontiguousarray(values),
                           _gaussian_table(float(reach)), run_lo, run_hi, run_label, run_level, out)
     out *= 1.0 / (sigma * _SQRT_2PI)
