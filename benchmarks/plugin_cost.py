@@ -5,8 +5,8 @@ forms, and a user re-implementation of the shipped sign channel against the ship
     python benchmarks/plugin_cost.py [--repeat 3] [--family glm|multiindex|all] [--n-mc 400] [--steps 5]
 
 Each SE is `glm_se` from the uninformed start (CPU time, time.process_time, best of --repeat, the closed
-form's and the derived channel's repeats interleaved; the derived channel's likelihood features are found and its compiled loop loaded (numba) before timing, as a
-sweep's workers do once per process). Prints one row per (channel, alpha): the CPU seconds of the closed
+form's and the derived channel's repeats interleaved; the derived channel's likelihood features are found
+and its compiled loop loaded (numba) before timing, as a sweep's workers do once per process). Prints one row per (channel, alpha): the CPU seconds of the closed
 form and of the derived channel, their ratio, and the largest difference of the overlaps. The user
 channels are those of tests/userplugins.py.
 

@@ -575,10 +575,8 @@ class DerivedScalarChannel(ScalarChannel):
         `numerics.gaussian_kernel_rule(kernel_tol)`. The likelihood is read once per node for all cavities,
         each cavity sums the nodes of its window omega_k +- R sqrt(V), except where a label's likelihood is
         flat (within `flat_tol` of one level over consecutive parts): there the level times the Gaussian's
-        moments over the stretch, in closed form (both in `numerics.gaussian_window_sums`). Where the labels
-        exhaust the outcomes (their likelihoods sum to one), the last label's moments are N(0, 1)'s (1, 0, 1)
-        less the others'. Accurate in absolute terms, within (labels - 1) (kernel_tol + 2 flat_tol) per
-        moment: a label's moments are as good as its
+        moments over the stretch, in closed form (both in `numerics.gaussian_window_sums`). Accurate in
+        absolute terms, within kernel_tol + 2 flat_tol per moment: a label's moments are as good as its
         probability is large, which is what an expectation over y weighted by Z_out needs (`expect_y`) and
         not what GAMP's g_out of an unlikely label needs (`moments`). None where the windows leave
         [-z_window, z_window]."""
@@ -591,13 +589,8 @@ class DerivedScalarChannel(ScalarChannel):
         step = self.grid_step(width * sigma)
         if self.z_window / step >= 2.0**50:  # chunk indices exact in float64 (V not vanishing)
             return None
-        z, weight, likelihood, runs, exhaustive = self.kernel_nodes(step, omega, reach * sigma)
-        if exhaustive:  # the labels' likelihoods sum to one: the last label's moments are the rest of N(0, 1)'s
-            others = gaussian_window_sums(omega, sigma, reach, z, weight, likelihood, runs)
-            last = np.array([1.0, 0.0, 1.0])[:, None] - others.sum(axis=1)
-            mass, first, second = np.concatenate([others, last[:, None, :]], axis=1)
-        else:
-            mass, first, second = gaussian_window_sums(omega, sigma, reach, z, weight, likelihood, runs)
+        z, weight, likelihood, runs = self.kernel_nodes(step, omega, reach * sigma)
+        mass, first, second = gaussian_window_sums(omega, sigma, reach, z, weight, likelihood, runs)
         safe = np.where(mass > 0, mass, 1.0)
         mean = first / safe
         var = np.maximum(second / safe - mean * mean, 0.0)
@@ -623,12 +616,10 @@ class DerivedScalarChannel(ScalarChannel):
 
     def kernel_nodes(self, step, omega, half_width):
         """The kernel rule over the grid of spacing `step` where the windows omega_k +- half_width reach it:
-        (z, weight, likelihood (nodes, labels), flat runs (lo, hi, label, level), exhaustive). Nodes are kept
-        where some label's likelihood is not flat, with 0 for the labels that are: a run is a stretch [lo, hi]
-        of panels on which the label's likelihood is within `flat_tol` of one level at every node (runs at a
-        level below `flat_tol` are left out). `exhaustive`: the labels' likelihoods sum to one within
-        `flat_tol` at every node; then the last label's column and runs are left out (`label_table` takes
-        its moments as the rest of the Gaussian's). The grid's spans of `chunk_panels` panels are each computed once per
+        (z, weight, likelihood (nodes, labels), flat runs (lo, hi, label, level)). Nodes are kept where some
+        label's likelihood is not flat, with 0 for the labels that are: a run is a stretch [lo, hi] of panels
+        on which the label's likelihood is within `flat_tol` of one level at every node (runs at a level
+        below `flat_tol` are left out). The grid's spans of `chunk_panels` panels are each computed once per
         plug-in class and parameters and kept (the last few spacings): an SE iteration at a spacing seen
         before reads no likelihood."""
         tables = self._structure.setdefault("kernel_nodes", {})
@@ -655,16 +646,11 @@ class DerivedScalarChannel(ScalarChannel):
                 store.update(self._kernel_chunks(np.array(missing, dtype=np.int64), step))
             parts = [store[chunk] for chunk in chunks]
             z, weight, likelihood, *runs = (np.concatenate([part[i] for part in parts]) for i in range(7))
-            runs = _joined_runs(*runs)
-            exhaustive = self.labels.size > 1 and all(part[7] for part in parts)
-            if exhaustive:  # the last label follows from the others (`label_table`): its columns are not read
-                likelihood = np.ascontiguousarray(likelihood[:, :-1])
-                runs = tuple(column[runs[2] < self.labels.size - 1] for column in runs)
-            table["assembled"][key] = (z, weight, likelihood, runs, exhaustive)
+            table["assembled"][key] = (z, weight, likelihood, _joined_runs(*runs))
         return table["assembled"][key]
 
     def _kernel_chunks(self, chunks, step):
-        """{chunk: (z, weight, likelihood, run lo, hi, label, level, exhaustive)} of `kernel_nodes` for the chunks (sorted
+        """{chunk: (z, weight, likelihood, run lo, hi, label, level)} of `kernel_nodes` for the chunks (sorted
         integers; chunk i spans [i, i + 1] chunk_panels step): the `feature_edges` inside each chunk, every
         panel they leave cut in equal parts of at most `step` (the Gaussian's resolution), `nodes` Gauss-Legendre
         nodes on each part, the likelihood of every label read at once; then each label's flat parts as runs
@@ -706,9 +692,6 @@ class DerivedScalarChannel(ScalarChannel):
         columns = [np.split(column, node_split) for column in (z[kept].ravel(), weight[kept].ravel(),
                                                                  values[kept].reshape(-1, self.labels.size))]
         columns += [np.split(column[order], run_split) for column in runs]
-        # labels that exhaust the outcomes: their likelihoods sum to one at every node of the chunk
-        total = np.abs(likelihood.sum(axis=2) - 1.0).max(axis=1) <= self.flat_tol
-        columns.append(np.bincount(chunk_of, weights=~total, minlength=chunks.size) == 0)
         return {chunk: tuple(column[i] for column in columns) for i, chunk in enumerate(chunks.tolist())}
 
     def _weighted_table(self, omega, V):
