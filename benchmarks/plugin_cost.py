@@ -6,9 +6,9 @@ forms, and a user re-implementation of the shipped sign channel against the ship
 
 Each SE is `glm_se` from the uninformed start (CPU time, time.process_time, best of --repeat, the closed
 form's and the derived channel's repeats interleaved; the derived channel's likelihood features are found
-and its compiled loop loaded (numba) before timing, as a sweep's workers do once per process). Prints one row per (channel, alpha): the CPU seconds of the closed
-form and of the derived channel, their ratio, and the largest difference of the overlaps. The user
-channels are those of tests/userplugins.py.
+and its compiled loop loaded (numba) before timing, as a sweep's workers do once per process). Prints one
+row per (channel, alpha): the CPU seconds of the closed form and of the derived channel, their ratio, and
+the largest difference of the overlaps. The user channels are those of tests/userplugins.py.
 
 Multi-index (p = 2): the SE map of the Monte-Carlo engine (`se.mi_se`, `--steps` iterations from Q0 = 0.3 I,
 tolerance 0 so both channels do the same work, `--n-mc` samples), CPU seconds of the shipped channel
