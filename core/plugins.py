@@ -423,7 +423,8 @@ class DerivedScalarChannel(ScalarChannel):
     derived g_out and dg agree with the closed forms within 100 `tol` (1e-11 default: within 1e-9).
     Expectations over y at one cavity variance (SE, thresholds, test errors) use `label_table` instead,
     accurate in absolute terms to `kernel_tol` + 2 `flat_tol` (measured against the closed forms of sign
-    and probit: within 1e-12 for V >= 1e-4). A continuous y is integrated over `n_label_draws` labels drawn
+    and probit: within 7e-13 for V in [1e-6, 1]; next to a step, whose location the bisection finds to
+    ~1e-12 in z, up to ~1e-12 / sqrt(V) more). A continuous y is integrated over `n_label_draws` labels drawn
     by the plug-in's sampler at each of `n_label_nodes` Gauss-Hermite nodes of z (a fixed seed: the same
     labels every call). What the likelihood looks like (evenness, its panels) is found once per plug-in class and
     parameter values in a process and shared by every channel object built from them.
