@@ -545,7 +545,7 @@ def gaussian_kernel_rule(tol=1e-14):
 #: exp(-i / 16) (the table) times exp(r), |r| <= 1/32, by its degree-7 Taylor polynomial (relative error
 #: (1/32)^8 / 8! < 3e-17): a few multiplications instead of a call of the exponential, which a window's
 #: loop would make once per node.
-GAUSSIAN_TABLE_STEPS = 16
+GAUSSIAN_TABLE_STEPS = 16.0
 
 
 def _window_sums_loop(omega, inverse_sigma, reach, first, last, z, weight, values, table, run_lo, run_hi,
@@ -559,8 +559,8 @@ def _window_sums_loop(omega, inverse_sigma, reach, first, last, z, weight, value
         for j in range(start, stop):
             t = (z[j] - omega[k]) * inverse_sigma
             half_square = 0.5 * t * t
-            index = int(half_square * 16.0 + 0.5)
-            r = index * 0.0625 - half_square
+            index = int(half_square * GAUSSIAN_TABLE_STEPS + 0.5)
+            r = index / GAUSSIAN_TABLE_STEPS - half_square
             taylor = 1.0 + r * (1.0 + r * (1.0 / 2 + r * (1.0 / 6 + r * (1.0 / 24 + r * (
                 1.0 / 120 + r * (1.0 / 720 + r * (1.0 / 5040)))))))
             kernel[j] = weight[j] * table[index] * taylor
