@@ -1,5 +1,6 @@
 """Shared numerics of every model family: quadrature, special functions, fixed points, bisections,
-small linear algebra and padding. Imports numpy/scipy only, never a family (core/<family>/ import it).
+small linear algebra and padding. Imports numpy/scipy (and numba, on first use, for the compiled loop of
+``gaussian_window_sums``), never a family (core/<family>/ import it).
 
 Quadrature rules for Gaussian expectations E_{xi ~ N(0,1)}[f(xi)]:
 
@@ -540,6 +541,168 @@ def gaussian_kernel_rule(tol=1e-14):
     return best
 
 
+#: steps per unit of t^2 / 2 of the Gaussian's table in `gaussian_window_sums`: exp(-t^2 / 2) is read as
+#: exp(-i / 16) (the table) times exp(r), |r| <= 1/32, by its degree-7 Taylor polynomial (relative error
+#: (1/32)^8 / 8! < 3e-17): a few multiplications instead of a call of the exponential, which a window's
+#: loop would make once per node.
+GAUSSIAN_TABLE_STEPS = 16.0
+
+
+def _window_sums_loop(omega, inverse_sigma, reach, first, last, z, weight, values, table, run_lo, run_hi,
+                      run_label, run_level, out):
+    """The loop of `gaussian_window_sums` (compiled by numba on first use, `_window_sums_kernel`)."""
+    n_labels = values.shape[1]
+    kernel = np.empty(z.size)
+    nodes_t = np.empty(z.size)
+    for k in range(omega.size):
+        start, stop = first[k], last[k]
+        for j in range(start, stop):
+            t = (z[j] - omega[k]) * inverse_sigma
+            half_square = 0.5 * t * t
+            index = int(half_square * GAUSSIAN_TABLE_STEPS + 0.5)
+            r = index / GAUSSIAN_TABLE_STEPS - half_square
+            taylor = 1.0 + r * (1.0 + r * (1.0 / 2 + r * (1.0 / 6 + r * (1.0 / 24 + r * (
+                1.0 / 120 + r * (1.0 / 720 + r * (1.0 / 5040)))))))
+            kernel[j] = weight[j] * table[index] * taylor
+            nodes_t[j] = t
+        for label in range(n_labels):  # one pass per label: its three sums stay in registers
+            s0 = 0.0
+            s1 = 0.0
+            s2 = 0.0
+            for j in range(start, stop):
+                term = kernel[j] * values[j, label]
+                s0 += term
+                term *= nodes_t[j]
+                s1 += term
+                s2 += term * nodes_t[j]
+            out[0, label, k] = s0
+            out[1, label, k] = s1
+            out[2, label, k] = s2
+        for run in range(run_lo.size):
+            ta = (run_lo[run] - omega[k]) * inverse_sigma
+            tb = (run_hi[run] - omega[k]) * inverse_sigma
+            if tb <= -reach or ta >= reach:
+                continue  # outside the window, as the nodes beyond it are
+            # Phi(t) and phi(t) at the ends; an end beyond the window counts as infinite (the same truncation)
+            below_a, density_a, below_b, density_b = 0.0, 0.0, 1.0, 0.0
+            if ta > -reach:
+                below_a = 0.5 * math.erfc(-ta * 0.7071067811865476)
+                density_a = math.exp(-0.5 * ta * ta)
+            if tb < reach:
+                below_b = 0.5 * math.erfc(-tb * 0.7071067811865476)
+                density_b = math.exp(-0.5 * tb * tb)
+            if ta > 0.0:  # above the mean: from the upper tails (no 1 - 1 cancellation)
+                mass = 0.5 * math.erfc(ta * 0.7071067811865476) - (
+                    0.5 * math.erfc(tb * 0.7071067811865476) if tb < reach else 0.0)
+            else:
+                mass = below_b - below_a
+            mass *= 2.5066282746310002
+            # the node sums are of dz and carry phi without its 1 / sqrt(2 pi) (both applied at the end)
+            level = run_level[run] / inverse_sigma
+            label = run_label[run]
+            out[0, label, k] += level * mass
+            out[1, label, k] += level * (density_a - density_b)
+            out[2, label, k] += level * (mass + ta * density_a - tb * density_b)
+
+
+@lru_cache(maxsize=1)
+def _window_sums_kernel():
+    """`_window_sums_loop` compiled (cached on disk): numba is imported here, on first use, so that
+    importing the package does not pay for it."""
+    from numba import njit
+
+    return njit(cache=True)(_window_sums_loop)
+
+
+@lru_cache(maxsize=8)
+def _gaussian_table(reach):
+    """exp(-i / GAUSSIAN_TABLE_STEPS) for every i that t^2 / 2, |t| <= reach, rounds to (and one more)."""
+    size = int(0.5 * reach * reach * GAUSSIAN_TABLE_STEPS) + 3
+    table = np.exp(-np.arange(size) / GAUSSIAN_TABLE_STEPS)
+    table.setflags(write=False)
+    return table
+
+
+_NO_RUNS = (np.zeros(0), np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0))
+
+
+def gaussian_window_sums(omega, sigma, reach, z, weight, values, runs=None):
+    """S[k, l, j] = int_{-reach}^{reach} t^k phi(t) f_l(omega_j + sigma t) dt, k = 0, 1, 2, for every cavity
+    omega_j (1-d) and function f_l: on the rule (z, weight) (nodes sorted, weights of dz) where f_l takes the
+    column l of `values` (the sum over the nodes of the cavity's window |z - omega_j| <= reach sigma), plus
+    where f_l is a constant on an interval, the runs (lo, hi, label, level) (arrays; f_label = level on
+    [lo, hi], 0 at those nodes), in closed form: Phi and phi at its ends, an end beyond the window taken as
+    infinite. One compiled loop (the windows overlap, so a numpy form rebuilds each cavity's band of nodes
+    and their Gaussian factors first, which costs more than the sums); phi at the nodes to a relative 3e-16
+    (`GAUSSIAN_TABLE_STEPS`). With `gaussian_kernel_rule(tol)`'s (reach, nodes, width), panels of width
+    <= width sigma and values resolved on them, each sum is within tol of the integral over the real line."""
+    omega = np.ascontiguousarray(omega, dtype=float)
+    first = np.searchsorted(z, omega - reach * sigma, side="left")
+    last = np.searchsorted(z, omega + reach * sigma, side="right")
+    out = np.empty((3, values.shape[1], omega.size))
+    run_lo, run_hi, run_label, run_level = _NO_RUNS if runs is None else runs
+    if run_label.size and not 0 <= run_label.min() <= run_label.max() < values.shape[1]:
+        raise ValueError(f"runs: labels must index the {values.shape[1]} columns of values")
+    _window_sums_kernel()(omega, 1.0 / sigma, float(reach), first, last, z, weight, np.ascontiguousarray(values),
+                          _gaussian_table(float(reach)), run_lo, run_hi, run_label, run_level, out)
+    out *= 1.0 / (sigma * _SQRT_2PI)
+    return out
+
+
+def _window_log_moments_loop(omega, sigma, first, last, z, log_weight, log_z, mean, var):
+    """The loop of `gaussian_window_log_moments` (compiled by numba on first use)."""
+    for k in range(omega.size):
+        inverse_sigma = 1.0 / sigma[k]
+        top = -np.inf
+        for j in range(first[k], last[k]):
+            t = (z[j] - omega[k]) * inverse_sigma
+            top = max(top, log_weight[j] - 0.5 * t * t)
+        mass = 0.0
+        first_moment = 0.0
+        second_moment = 0.0
+        if top > -np.inf:
+            for j in range(first[k], last[k]):
+                t = (z[j] - omega[k]) * inverse_sigma
+                exponent = log_weight[j] - 0.5 * t * t - top
+                if exponent < -708.0:
+                    continue  # below 1e-307 of the largest term (itself 1): nothing, and a subnormal exp is slow
+                term = math.exp(exponent)
+                mass += term
+                term *= t
+                first_moment += term
+                second_moment += term * t
+        if mass > 0.0:
+            log_z[k] = top + math.log(mass) - 0.9189385332046728 - math.log(sigma[k])  # log sqrt(2 pi)
+            mean[k] = first_moment / mass
+            var[k] = max(second_moment / mass - mean[k] * mean[k], 0.0)
+        else:
+            log_z[k], mean[k], var[k] = -np.inf, 0.0, 0.0
+
+
+@lru_cache(maxsize=1)
+def _window_log_moments_kernel():
+    """`_window_log_moments_loop` compiled (cached on disk), numba imported on first use."""
+    from numba import njit
+
+    return njit(cache=True)(_window_log_moments_loop)
+
+
+def gaussian_window_log_moments(omega, sigma, reach, z, log_weight):
+    """(log Z, E[t], Var[t]) per cavity k of the measure sum_j exp(log_weight_j) N(z_j; omega_k, sigma_k^2) over
+    the nodes z_j (sorted) of its window |z_j - omega_k| < reach sigma_k, t = (z - omega_k) / sigma_k: a
+    rule's weights and a likelihood in log form, relative accuracy whatever the scale (each cavity's terms
+    taken relative to its largest). omega, sigma 1-d; log Z = -inf and (0, 0) where the window holds no
+    mass. One compiled loop, as `gaussian_window_sums`."""
+    omega = np.ascontiguousarray(omega, dtype=float)
+    sigma = np.ascontiguousarray(np.broadcast_to(sigma, omega.shape), dtype=float)
+    first = np.searchsorted(z, omega - reach * sigma)
+    last = np.searchsorted(z, omega + reach * sigma)
+    log_z, mean, var = (np.empty(omega.shape) for _ in range(3))
+    _window_log_moments_kernel()(omega, sigma, first, last, np.ascontiguousarray(z, dtype=float),
+                                 np.ascontiguousarray(log_weight, dtype=float), log_z, mean, var)
+    return log_z, mean, var
+
+
 def _panel_reads(log_f, a, b, u):
     """log_f read at each panel's ordered points (`_halves_points`: ends, midpoint, the halves' nodes)
     followed by its whole-panel nodes; with the panels' half widths and midpoints."""
@@ -552,7 +715,7 @@ def _panel_reads(log_f, a, b, u):
     return values, half, mid, n
 
 
-def merged_panels(log_f, edges, *, tol=1e-13, jump=0.05, nodes=5, fine=1e-12):
+def merged_panels(log_f, edges, *, tol=1e-13, jump=0.05, nodes=5, fine=1e-12, unit=math.inf):
     """The fewest of `edges` (sorted panel edges on which exp(log_f) is resolved, e.g. by `resolve_panels`)
     on which exp(log_f) stays resolved in absolute terms, relative to its largest value M: an interior edge
     is dropped while the panel the merge leaves (1) integrates exp(log_f) x^k, k = 0, 1, 2 (x its position
@@ -561,7 +724,13 @@ def merged_panels(log_f, edges, *, tol=1e-13, jump=0.05, nodes=5, fine=1e-12):
     read at its ends, the parts' nodes and the dropped edge change by at most `jump` M between
     neighbours (a step at the edge stays). Panels narrower than `fine` (a step located by the bisection)
     shrink to one edge at their midpoint. What stays are the function's own features: its steps and the
-    panels its transitions need; a smooth or negligible stretch becomes one panel."""
+    panels its transitions need; a smooth or negligible stretch becomes one panel. `log_f` may be a
+    sequence of functions (the edges resolving each of them, united): an edge is dropped when every one
+    of them allows it, so that the panels are the fewest that serve them all. `unit` caps the length
+    the tolerance scales with: a panel longer than it is held to tol M `unit` (a long panel's error
+    sits where the function varies, not spread over its length, and a rule that reads a window of it
+    sees all of it)."""
+    functions = list(log_f) if isinstance(log_f, (list, tuple)) else [log_f]
     u, wu = _unit_legendre(nodes)
     edges = np.asarray(edges, float)
     narrow = np.flatnonzero(np.diff(edges) < fine)
@@ -569,28 +738,31 @@ def merged_panels(log_f, edges, *, tol=1e-13, jump=0.05, nodes=5, fine=1e-12):
         edges = edges.copy()
         edges[narrow] = 0.5 * (edges[narrow] + edges[narrow + 1])
         edges = np.delete(edges, narrow + 1)
-    top = float(np.max(log_f(np.concatenate([edges, 0.5 * (edges[1:] + edges[:-1])]))))
-    if not np.isfinite(top):
+    midpoints = np.concatenate([edges, 0.5 * (edges[1:] + edges[:-1])])
+    tops = [float(np.max(f(midpoints))) for f in functions]
+    functions = [(f, top) for f, top in zip(functions, tops) if np.isfinite(top)]
+    if not functions:
         return edges[[0, -1]]
     while edges.size > 2:
         a, e, b = edges[:-2, None], edges[1:-1, None], edges[2:, None]  # merging drops edge e
         parts = np.concatenate([a + (e - a) * u, b - (b - e) * u[::-1]], axis=1)
         whole = a + (b - a) * u
         points = np.concatenate([a, parts[:, :nodes], e, parts[:, nodes:], b, whole], axis=1)
-        values = np.asarray(log_f(points.ravel()), float).reshape(points.shape)
-        if np.isnan(values).any():
-            raise FloatingPointError("the log integrand returned NaN")
-        scaled = np.exp(np.minimum(values - top, 0.0))
-        steps = np.abs(np.diff(scaled[:, :2 * nodes + 3], axis=1)).max(axis=1)
         x = 2.0 * (points - a) / (b - a) - 1.0
         weights = np.concatenate([(e - a) * wu, (b - e) * wu[::-1]], axis=1)
-        smooth = steps <= jump
-        for k in range(3):
-            f = scaled * x**k
-            by_parts = (f[:, 1:nodes + 1] * weights[:, :nodes]).sum(1) + (f[:, nodes + 2:2 * nodes + 2]
-                                                                           * weights[:, nodes:]).sum(1)
-            by_one = (f[:, 2 * nodes + 3:] * wu).sum(1) * (b - a)[:, 0]
-            smooth &= np.abs(by_one - by_parts) <= tol * (b - a)[:, 0]
+        smooth = np.ones(e.shape[0], dtype=bool)
+        for f, top in functions:
+            values = np.asarray(f(points.ravel()), float).reshape(points.shape)
+            if np.isnan(values).any():
+                raise FloatingPointError("the log integrand returned NaN")
+            scaled = np.exp(np.minimum(values - top, 0.0))
+            smooth &= np.abs(np.diff(scaled[:, :2 * nodes + 3], axis=1)).max(axis=1) <= jump
+            for k in range(3):
+                g = scaled * x**k
+                by_parts = (g[:, 1:nodes + 1] * weights[:, :nodes]).sum(1) + (g[:, nodes + 2:2 * nodes + 2]
+                                                                               * weights[:, nodes:]).sum(1)
+                by_one = (g[:, 2 * nodes + 3:] * wu).sum(1) * (b - a)[:, 0]
+                smooth &= np.abs(by_one - by_parts) <= tol * np.minimum(b - a, unit)[:, 0]
         # drop every other edge of each run of droppable ones: no two merges touch the same panel
         index = np.arange(smooth.size)
         run_start = np.maximum.accumulate(np.where(np.r_[True, ~smooth[:-1]], index, 0))

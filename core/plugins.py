@@ -51,16 +51,22 @@ import numpy as np
 from seqphase.core.channel import ScalarChannel
 from seqphase.core.errors import ParameterError
 from seqphase.core.numerics import (GAUSSIAN_EDGES, LOG_SQRT_2PI, adaptive_moments, gauss_hermite,
-                                    gaussian_kernel_rule, merged_panels, resolve_panels, uniform_resolution,
-                                    unit_legendre)
+                                    gaussian_kernel_rule, gaussian_window_log_moments,
+                                    gaussian_window_sums, merged_panels,
+                                    resolve_panels, uniform_resolution, unit_legendre)
 
 ENTRY_POINT_GROUPS = {"channel": "seqphase.channels", "prior": "seqphase.priors"}
 
-#: version of the quadratures that derive a channel plug-in's quantities (`DerivedScalarChannel`); it
-#: enters the identity of every point with a channel plug-in. 2: the SE's expectations over y on one
-#: rule per (omega, V) for all labels (`label_table`), a continuous y's g_out on a fixed rule
-#: (`drawn_moments`); 1 (no suffix in the tag): per-label shared rules and per-sample adaptive quadrature.
-DERIVED_CHANNEL_VERSION = 2
+#: version of the quadratures that derive a p = 1 channel plug-in's quantities (`DerivedScalarChannel`); it
+#: enters the identity of every point with such a channel plug-in. 3: `label_table`'s rule subdivides the
+#: likelihood's joint panels, its flat stretches in closed form, the windows summed in a compiled loop;
+#: 2: the SE's expectations over y on one rule per (omega, V) for all labels (`label_table`), a continuous
+#: y's g_out on a fixed rule (`drawn_moments`); 1 (no suffix in the tag): per-label shared rules and
+#: per-sample adaptive quadrature.
+DERIVED_CHANNEL_VERSION = 3
+#: the same for p = 2 channel plug-ins (core/multiindex/plugin_channel.py), whose derivation has not
+#: changed since the tag first carried a version
+DERIVED_VECTOR_CHANNEL_VERSION = 2
 
 
 class Likelihood:
@@ -162,8 +168,12 @@ class PluginInfo:
     @property
     def tag(self):
         """The text a point's algorithm version carries, so an edited plug-in recomputes its points; a
-        channel's also names the version of the derivation (`DERIVED_CHANNEL_VERSION`)."""
-        derivation = f"/derived-v{DERIVED_CHANNEL_VERSION}" if self.kind == "channel" else ""
+        channel's also names the version of its derivation (`DERIVED_CHANNEL_VERSION` for p = 1,
+        `DERIVED_VECTOR_CHANNEL_VERSION` for p = 2)."""
+        derivation = ""
+        if self.kind == "channel":
+            p = getattr(self.cls, "p", 1)
+            derivation = f"/derived-v{DERIVED_CHANNEL_VERSION if p == 1 else DERIVED_VECTOR_CHANNEL_VERSION}"
         return f"{self.kind}={self.module}:{self.qualname}@{self.sha256[:16]}{derivation}"
 
     def provenance(self):
@@ -389,6 +399,19 @@ def _structure(plugin):
     return _STRUCTURES[key]
 
 
+def _joined_runs(lo, hi, label, level, group=None):
+    """Runs (arrays lo, hi, label, level) of one label, one group, that meet at an edge with the same level
+    joined into one, sorted by label and position: every node of a run is within `flat_tol` of its level."""
+    group = np.zeros(lo.size, dtype=np.int64) if group is None else group
+    order = np.lexsort((lo, group, label))
+    lo, hi, label, level, group = lo[order], hi[order], label[order], level[order], group[order]
+    new = np.ones(lo.size, dtype=bool)
+    new[1:] = ((label[1:] != label[:-1]) | (group[1:] != group[:-1]) | (lo[1:] != hi[:-1])
+               | (level[1:] != level[:-1]))
+    start = np.flatnonzero(new)
+    end = np.append(start[1:], lo.size) - 1
+    return lo[start], hi[end], label[start].astype(np.int64), level[start]
+
 
 class DerivedScalarChannel(ScalarChannel):
     """A p = 1 `Likelihood` as the shared scalar channel protocol (`core/channel.py`) that the glm
@@ -399,10 +422,11 @@ class DerivedScalarChannel(ScalarChannel):
     per-sample g_out that GAMP and `seqphase check` use: measured on the probit and sign channels, the
     derived g_out and dg agree with the closed forms within 100 `tol` (1e-11 default: within 1e-9).
     Expectations over y at one cavity variance (SE, thresholds, test errors) use `label_table` instead,
-    accurate in absolute terms to `kernel_tol` (measured against the closed forms of sign and probit:
-    within 1e-12 for V >= 1e-4). A continuous y is integrated over `n_label_draws` labels drawn by the
-    plug-in's sampler at each of `n_label_nodes` Gauss-Hermite nodes of z (a fixed seed: the same labels
-    every call). What the likelihood looks like (evenness, its panels) is found once per plug-in class and
+    accurate in absolute terms to `kernel_tol` + 2 `flat_tol` (measured against the closed forms of sign
+    and probit: within 7e-13 for V in [1e-6, 1]; next to a step, whose location the bisection finds to
+    ~1e-12 in z, up to ~1e-12 / sqrt(V) more). A continuous y is integrated over `n_label_draws` labels drawn
+    by the plug-in's sampler at each of `n_label_nodes` Gauss-Hermite nodes of z (a fixed seed: the same
+    labels every call). What the likelihood looks like (evenness, its panels) is found once per plug-in class and
     parameter values in a process and shared by every channel object built from them.
     """
 
@@ -525,18 +549,19 @@ class DerivedScalarChannel(ScalarChannel):
         return cache[label]
 
     def feature_edges(self):
-        """The edges every label's likelihood needs in absolute terms (`numerics.merged_panels` of each
-        label's `label_edges`, united): its steps and the panels of its transitions, nothing where it is
-        smooth or negligible. Cached per plug-in class and parameters."""
+        """The edges every label's likelihood needs in absolute terms (`numerics.merged_panels` of all labels
+        at once, from the union of their `label_edges`: an edge stays where some label needs it): its steps
+        and the panels of its transitions, nothing where it is smooth or negligible. Cached per plug-in
+        class and parameters."""
         if "feature_edges" not in self._structure:
-            parts = []
-            for label in map(float, self.labels):
-                try:
-                    parts.append(merged_panels(self._of_label(label), self.label_edges(label), tol=self.feature_tol,
-                                               nodes=gaussian_kernel_rule(self.kernel_tol)[1]))
-                except FloatingPointError:
-                    raise PluginFault(f"{type(self.plugin).__name__}.log_likelihood returned NaN") from None
-            self._structure["feature_edges"] = np.unique(np.concatenate(parts))
+            labels = list(map(float, self.labels))
+            try:
+                edges = np.unique(np.concatenate([self.label_edges(label) for label in labels]))
+                self._structure["feature_edges"] = merged_panels(
+                    [self._of_label(label) for label in labels], edges, tol=self.feature_tol,
+                    nodes=gaussian_kernel_rule(self.kernel_tol)[1], unit=1.0)
+            except FloatingPointError:
+                raise PluginFault(f"{type(self.plugin).__name__}.log_likelihood returned NaN") from None
         return self._structure["feature_edges"]
 
     #: absolute tolerance (relative to the label's largest probability, per unit of z) to which
@@ -545,103 +570,130 @@ class DerivedScalarChannel(ScalarChannel):
 
     def label_table(self, omega, V):
         """(log Z_out, E[t | y], Var[t | y]) of every label (arrays (labels, K)) at the cavities
-        N(omega_k, V), omega 1-d and V one number (SE, the thresholds), on one rule: composite Gauss-Legendre
-        in z over the panels of a grid of spacing c sqrt(V) (aligned at z = 0) that the cavities' windows
-        omega_k +- R sqrt(V) reach, split at the likelihood's `feature_edges`; (R, nodes, c) from
+        N(omega_k, V), omega 1-d and V one number (SE, the thresholds), on one rule (`kernel_nodes`):
+        composite Gauss-Legendre in z over the likelihood's `feature_edges`, each panel cut in equal parts
+        of at most h <= c sqrt(V) (`grid_step`), with (R, nodes, c) from
         `numerics.gaussian_kernel_rule(kernel_tol)`. The likelihood is read once per node for all cavities,
-        each cavity sums its own band of nodes. Accurate in absolute terms: a label's moments are as good as
-        its probability is large, which is what an expectation over y weighted by Z_out needs (`expect_y`)
-        and not what GAMP's g_out of an unlikely label needs (`moments`). None where the windows leave
+        each cavity sums the nodes of its window omega_k +- R sqrt(V), except where a label's likelihood is
+        flat (within `flat_tol` of one level over consecutive parts): there the level times the Gaussian's
+        moments over the stretch, in closed form (both in `numerics.gaussian_window_sums`). Accurate in
+        absolute terms, within kernel_tol + 2 flat_tol per moment: a label's moments are as good as its
+        probability is large, which is what an expectation over y weighted by Z_out needs (`expect_y`) and
+        not what GAMP's g_out of an unlikely label needs (`moments`). None where the windows leave
         [-z_window, z_window]."""
         omega = np.asarray(omega, float)
         sigma = math.sqrt(float(V))
         reach, nodes, width = gaussian_kernel_rule(self.kernel_tol)
-        low, high = omega - reach * sigma, omega + reach * sigma
-        step = width * sigma
-        if not (sigma > 0 and omega.size and low.min() > -self.z_window and high.max() < self.z_window
-                and self.z_window / step < 2.0**50):  # grid indices exact in float64 (V not vanishing)
+        if not (sigma > 0 and omega.size and omega.min() - reach * sigma > -self.z_window
+                and omega.max() + reach * sigma < self.z_window):
             return None
-        # the grid panels [i step, (i + 1) step] some window reaches: runs of consecutive i
-        first_panel, last_panel = np.floor(low / step).astype(np.int64), np.floor(high / step).astype(np.int64)
-        order = np.argsort(first_panel, kind="stable")
-        starts, ends = first_panel[order], np.maximum.accumulate(last_panel[order])
-        new_run = np.concatenate([[True], starts[1:] > ends[:-1] + 1])
-        run_lo = starts[new_run]
-        run_hi = ends[np.concatenate([new_run[1:], [True]])]
-        counts = run_hi - run_lo + 1
-        panel = np.arange(counts.sum()) + np.repeat(run_lo - np.cumsum(counts) + counts, counts)
-        features = self.feature_edges()
-        run_of = np.searchsorted(run_lo * step, features, side="right") - 1
-        inside = (run_of >= 0) & (features < (run_hi[np.maximum(run_of, 0)] + 1) * step)
-        edges = np.unique(np.concatenate([panel * step, (panel[-1:] + 1) * step, (run_hi + 1) * step,
-                                          features[inside]]))
-        a, b = edges[:-1], edges[1:]
-        mid = 0.5 * (a + b)
-        run_of = np.searchsorted(run_lo * step, mid, side="right") - 1
-        keep = (run_of >= 0) & (mid < (run_hi[np.maximum(run_of, 0)] + 1) * step)  # not a gap between runs
-        a, b = a[keep, None], b[keep, None]
-        u, wu = unit_legendre(nodes)
-        z = (a + (b - a) * u).ravel()
-        weight = ((b - a) * wu).ravel() / (sigma * math.sqrt(2.0 * math.pi))  # N(0, 1) dt, t = (z - omega) / sigma
-        with np.errstate(under="ignore"):
-            likelihood = np.exp(self.log_likelihood(self.labels[:, None], z[None, :]))  # (labels, nodes)
-        log_z, mean, var = self._kernel_moments(omega, sigma, reach, z, weight, likelihood)
+        step = self.grid_step(width * sigma)
+        if self.z_window / step >= 2.0**50:  # chunk indices exact in float64 (V not vanishing)
+            return None
+        z, weight, likelihood, runs = self.kernel_nodes(step, omega, reach * sigma)
+        mass, first, second = gaussian_window_sums(omega, sigma, reach, z, weight, likelihood, runs)
+        safe = np.where(mass > 0, mass, 1.0)
+        mean = first / safe
+        var = np.maximum(second / safe - mean * mean, 0.0)
+        with np.errstate(divide="ignore"):
+            log_z = np.log(mass)
         return log_z, mean, var
 
-    #: cavities a block of `_kernel_moments` holds at most
-    block_cavities = 8
+    #: grid spacings per octave (`grid_step`)
+    steps_per_octave = 8
 
     @classmethod
-    def _kernel_moments(cls, omega, sigma, reach, z, weight, likelihood):
-        """int N(t) t^k P(y | omega + sigma t) dt, k = 0, 1, 2, as log Z, mean and variance (rows: labels), on
-        the rule (z, weight) (sorted nodes, weights of dt): the sums over each cavity's nodes within `reach`
-        standard deviations. Cavities are grouped in blocks (within reach sigma of each other, at most
-        `block_cavities`), each reading the nodes its cavities' windows cover; with c the block's centre,
-        zeta = (z - c) / sigma and w = (omega - c) / sigma, the kernel exp(-(zeta - w)^2 / 2) is
-        exp(-zeta^2 / 2) exp(w zeta) exp(-w^2 / 2): the node factor goes into the likelihood's rows, the
-        cavity factor onto the result, and what is left per (cavity, node) is one exponential of a product
-        and a batched matrix product. |zeta| <= 3 reach and |w| <= reach keep every factor within float64."""
-        order = np.argsort(omega, kind="stable")
-        sorted_omega = omega[order]
-        group = np.floor((sorted_omega - sorted_omega[0]) / (reach * sigma)).astype(np.int64)
-        position = np.arange(group.size)
-        new_group = np.concatenate([[True], group[1:] != group[:-1]])
-        group_start = np.maximum.accumulate(np.where(new_group, position, 0))
-        new_block = new_group | ((position - group_start) % cls.block_cavities == 0)
-        block = np.cumsum(new_block) - 1
-        n_blocks = int(block[-1]) + 1
-        block_start = np.flatnonzero(new_block)
-        slot = position - block_start[block]  # position within its block
-        lo = sorted_omega[block_start]
-        hi = sorted_omega[np.concatenate([block_start[1:] - 1, [group.size - 1]])]
-        first = np.searchsorted(z, lo - reach * sigma)
-        count = np.searchsorted(z, hi + reach * sigma, side="right") - first
-        width = max(int(count.max()), 1)
-        index = first[:, None] + np.arange(width)[None, :]
-        inside = index < (first + count)[:, None]
-        index = np.minimum(index, z.size - 1)
-        centre = 0.5 * (lo + hi)
-        zeta = (z[index] - centre[:, None]) / sigma                                       # (blocks, nodes)
-        node_factor = np.where(inside, weight[index] * np.exp(-0.5 * zeta * zeta), 0.0)
-        n_labels = likelihood.shape[0]
-        read = np.ascontiguousarray(likelihood.T)[index] * node_factor[:, :, None]       # (blocks, nodes, labels)
-        rows = np.concatenate([read, read * zeta[:, :, None], read * (zeta * zeta)[:, :, None]], axis=2)
-        w = np.zeros((n_blocks, int(slot.max()) + 1))
-        w[block, slot] = (sorted_omega - centre[block]) / sigma
-        sums = np.exp(w[:, :, None] * zeta[:, None, :]) @ rows                           # (blocks, cavities, 3 labels)
-        sums = sums[block, slot] * np.exp(-0.5 * w[block, slot] ** 2)[:, None]
-        mass, first_moment, second_moment = (sums[:, k * n_labels:(k + 1) * n_labels].T for k in range(3))
-        shift = w[block, slot]  # t = zeta - w: moments about the cavity from moments about the centre
-        safe = np.where(mass > 0, mass, 1.0)
-        mean_zeta = first_moment / safe
-        mean = mean_zeta - shift
-        var = np.maximum(second_moment / safe - mean_zeta * mean_zeta, 0.0)
-        log_z, out_mean, out_var = (np.empty_like(mass) for _ in range(3))
-        with np.errstate(divide="ignore"):
-            log_z[:, order] = np.log(mass)
-        out_mean[:, order] = mean
-        out_var[:, order] = var
-        return log_z, out_mean, out_var
+    def grid_step(cls, widest):
+        """The largest 2^(j / steps_per_octave), j integer, at most `widest`: the kernel grid's spacing for
+        panels of at most `widest`. Narrower panels only make the rule more accurate (its error bound grows
+        with the width), and a spacing shared by nearby V lets the SE's iterations reuse the likelihood's
+        table (`kernel_nodes`) at the cost of at most 2^(1 / steps_per_octave) - 1 more nodes."""
+        return 2.0 ** (math.floor(math.log2(widest) * cls.steps_per_octave) / cls.steps_per_octave)
+
+    #: grid panels a chunk of `kernel_nodes` holds
+    chunk_panels = 16
+    #: how far from one level a likelihood may be to count as flat (`label_table`); P(y | z) <= 1
+    flat_tol = 1e-14
+
+    def kernel_nodes(self, step, omega, half_width):
+        """The kernel rule over the grid of spacing `step` where the windows omega_k +- half_width reach it:
+        (z, weight, likelihood (nodes, labels), flat runs (lo, hi, label, level)). Nodes are kept where some
+        label's likelihood is not flat, with 0 for the labels that are: a run is a stretch [lo, hi] of panels
+        on which the label's likelihood is within `flat_tol` of one level at every node (runs at a level
+        below `flat_tol` are left out). The grid's spans of `chunk_panels` panels are each computed once per
+        plug-in class and parameters and kept (the last few spacings): an SE iteration at a spacing seen
+        before reads no likelihood."""
+        tables = self._structure.setdefault("kernel_nodes", {})
+        if step not in tables:
+            if len(tables) >= 8:
+                tables.pop(next(iter(tables)))
+            tables[step] = {"chunks": {}, "assembled": {}}
+        table = tables[step]
+        span = step * self.chunk_panels
+        lo = np.floor((omega - half_width) / span).astype(np.int64)
+        hi = np.floor((omega + half_width) / span).astype(np.int64)
+        base = int(lo.min())
+        reached = np.zeros(int(hi.max()) - base + 1, dtype=bool)
+        for offset in range(int((hi - lo).max()) + 1):  # a window spans a chunk or two
+            reached[(lo + offset)[lo + offset <= hi] - base] = True
+        chunks = (np.flatnonzero(reached) + base).tolist()
+        key = bytes(reached) + repr(base).encode()
+        if key not in table["assembled"]:
+            if len(table["assembled"]) >= 8:
+                table["assembled"].pop(next(iter(table["assembled"])))
+            store = table["chunks"]
+            missing = [chunk for chunk in chunks if chunk not in store]
+            if missing:
+                store.update(self._kernel_chunks(np.array(missing, dtype=np.int64), step))
+            parts = [store[chunk] for chunk in chunks]
+            z, weight, likelihood, *runs = (np.concatenate([part[i] for part in parts]) for i in range(7))
+            table["assembled"][key] = (z, weight, likelihood, _joined_runs(*runs))
+        return table["assembled"][key]
+
+    def _kernel_chunks(self, chunks, step):
+        """{chunk: (z, weight, likelihood, run lo, hi, label, level)} of `kernel_nodes` for the chunks (sorted
+        integers; chunk i spans [i, i + 1] chunk_panels step): the `feature_edges` inside each chunk, every
+        panel they leave cut in equal parts of at most `step` (the Gaussian's resolution), `nodes` Gauss-Legendre
+        nodes on each part, the likelihood of every label read at once; then each label's flat parts as runs
+        and the nodes of the other parts."""
+        _, nodes, _ = gaussian_kernel_rule(self.kernel_tol)
+        starts, stops = chunks * self.chunk_panels * step, (chunks + 1) * self.chunk_panels * step
+        features = self.feature_edges()
+        first = np.searchsorted(features, starts, side="right")   # the features strictly inside each chunk
+        inner = np.searchsorted(features, stops, side="left") - first
+        coarse = inner + 1                                        # the likelihood's panels of each chunk
+        chunk_of = np.repeat(np.arange(chunks.size), coarse)
+        position = np.arange(coarse.sum()) - np.repeat(np.cumsum(coarse) - coarse, coarse)
+        feature = first[chunk_of] + position
+        left = np.where(position == 0, starts[chunk_of], features[np.clip(feature - 1, 0, features.size - 1)])
+        right = np.where(position == inner[chunk_of], stops[chunk_of],
+                         features[np.clip(feature, 0, features.size - 1)])
+        parts = np.maximum(np.ceil((right - left) / step * (1.0 - 1e-12)), 1.0).astype(np.int64)
+        piece = np.arange(parts.sum()) - np.repeat(np.cumsum(parts) - parts, parts)
+        part_width = np.repeat((right - left) / parts, parts)
+        a = np.repeat(left, parts) + part_width * piece
+        b = np.where(piece == np.repeat(parts, parts) - 1, np.repeat(right, parts),
+                     np.repeat(left, parts) + part_width * (piece + 1))  # b of a part is a of the next, exactly
+        chunk_of = np.repeat(chunk_of, parts)
+        u, wu = unit_legendre(nodes)
+        z = a[:, None] + (b - a)[:, None] * u                                     # (parts, nodes)
+        weight = (b - a)[:, None] * wu
+        with np.errstate(under="ignore"):
+            likelihood = np.exp(self.log_likelihood(self.labels, z[:, :, None]))  # (parts, nodes, labels)
+        level = likelihood[:, 0, :]
+        flat = np.abs(likelihood - level[:, None, :]).max(axis=1) <= self.flat_tol  # (parts, labels)
+        kept = ~flat.all(axis=1)
+        values = np.where(flat[:, None, :], 0.0, likelihood)
+        part, label = np.nonzero(flat & (np.abs(level) > self.flat_tol))
+        runs = _joined_runs(a[part], b[part], label, level[part, label], group=chunk_of[part])
+        run_chunk = np.searchsorted(starts, runs[0], side="right") - 1
+        node_split = np.cumsum(np.bincount(chunk_of[kept], minlength=chunks.size))[:-1] * nodes
+        run_split = np.cumsum(np.bincount(run_chunk, minlength=chunks.size))[:-1]
+        order = np.argsort(run_chunk, kind="stable")
+        columns = [np.split(column, node_split) for column in (z[kept].ravel(), weight[kept].ravel(),
+                                                                 values[kept].reshape(-1, self.labels.size))]
+        columns += [np.split(column[order], run_split) for column in runs]
+        return {chunk: tuple(column[i] for column in columns) for i, chunk in enumerate(chunks.tolist())}
 
     def _weighted_table(self, omega, V):
         """`label_table` of the last few (omega, V) (SE asks for the same cavities in turn: mhat, the free
@@ -683,28 +735,7 @@ class DerivedScalarChannel(ScalarChannel):
         log_w = np.log(((b - a) / 2 * wu).ravel()) + self.log_likelihood(np.full(z.shape, label), z)
         # Each cavity reads only the nodes within `kernel_reach` of its mean (z is sorted): a band of the
         # cavity x node matrix, as narrow as the kernel when the omegas spread far wider than sqrt(V).
-        first = np.searchsorted(z, omega - self.kernel_reach * sigma)
-        last = np.searchsorted(z, omega + self.kernel_reach * sigma)
-        band = max(int((last - first).max()), 1)
-        log_z, mean, var = (np.empty(omega.shape) for _ in range(3))
-        block = max(1, 4_000_000 // band)  # cavities a block: bounded memory (K x band doubles)
-        for start in range(0, omega.size, block):
-            part = slice(start, start + block)
-            s = sigma[part, None]
-            index = first[part, None] + np.arange(band)[None, :]
-            inside = index < last[part, None]
-            index = np.minimum(index, z.size - 1)
-            t = (z[index] - omega[part, None]) / s
-            log_f = np.where(inside, log_w[index], -np.inf) - 0.5 * t * t - LOG_SQRT_2PI - np.log(s)
-            shift = log_f.max(axis=1)
-            finite = np.isfinite(shift)
-            weight = np.exp(log_f - np.where(finite, shift, 0.0)[:, None])
-            mass = weight.sum(axis=1)
-            safe = np.where(mass > 0, mass, 1.0)
-            mean[part] = (weight * t).sum(axis=1) / safe
-            var[part] = np.maximum((weight * t * t).sum(axis=1) / safe - mean[part] ** 2, 0.0)
-            with np.errstate(divide="ignore"):
-                log_z[part] = np.where(finite & (mass > 0), shift + np.log(safe), -np.inf)
+        log_z, mean, var = gaussian_window_log_moments(omega, sigma, self.kernel_reach, z, log_w)
         # A label unlikely at its cavity puts the posterior far out, where the shared panels are too wide
         # for the Gaussian's decay (or beyond their reach): those few go to the per-sample rule.
         far = (np.abs(mean) + 5.0 * np.sqrt(var) > self.kernel_reach - 4.0) & np.isfinite(log_z)

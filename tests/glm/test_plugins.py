@@ -86,6 +86,42 @@ def test_label_table_matches_the_closed_forms(delta):
             assert np.max(z_out * np.abs(var[row] - exact_var)) < 1e-11
 
 
+def test_label_table_of_a_band_matches_the_closed_forms():
+    """y = sign(|z| - theta): two steps at +-theta, off the kernel grid, and flat stretches between them
+    that `label_table` integrates in closed form. Each label's mass and moments are those of N(omega, V)
+    over its intervals (closed forms from Phi and phi at the ends); tolerance as above."""
+    theta = 0.7
+    derived = plugins.DerivedScalarChannel(userplugins.Band(theta=theta))
+
+    def over(a, b):  # int_a^b t^k phi(t) dt, k = 0, 1, 2 (|t| = 60: the Gaussian is 0 in float64)
+        pa, pb = stats.norm.pdf(a), stats.norm.pdf(b)
+        mass = stats.norm.cdf(b) - stats.norm.cdf(a)
+        return np.stack([mass, pa - pb, mass + a * pa - b * pb])
+
+    for V in (1.0, 0.3, 1e-2, 1e-4):
+        s = math.sqrt(V)
+        omega = math.sqrt(1 - V) * np.linspace(-9.0, 9.0, 301)
+        lo, hi = (-theta - omega) / s, (theta - omega) / s
+        inside = over(lo, hi)
+        outside = over(np.full_like(lo, -60.0), lo) + over(hi, np.full_like(hi, 60.0))
+        log_z, mean, var = derived.label_table(omega, V)
+        for row, y in enumerate(derived.labels):
+            mass, first, second = outside if y > 0 else inside
+            assert np.max(np.abs(np.exp(log_z[row]) - mass)) < 1e-11
+            assert np.max(np.abs(np.exp(log_z[row]) * mean[row] - first)) < 1e-11
+            assert np.max(np.abs(np.exp(log_z[row]) * (var[row] + mean[row] ** 2) - second)) < 1e-11
+
+
+def test_channel_plugin_tags_name_their_derivation_version():
+    """A p = 1 channel's points carry the p = 1 derivation's version, a p = 2 channel's the p = 2 one's, so
+    that a change of one derivation recomputes only its own points."""
+    scalar = plugins.load("userplugins:Probit", "channel")
+    vector = plugins.load("userplugins:SignProduct", "channel")
+    assert scalar.tag.endswith(f"/derived-v{plugins.DERIVED_CHANNEL_VERSION}")
+    assert vector.tag.endswith(f"/derived-v{plugins.DERIVED_VECTOR_CHANNEL_VERSION}")
+    assert plugins.DERIVED_CHANNEL_VERSION != plugins.DERIVED_VECTOR_CHANNEL_VERSION
+
+
 def test_probit_se_equals_closed_form_se():
     prior, derived = build(point("userplugins:Probit", delta=0.1))
     _, closed = build(point("userplugins:ClosedProbit", delta=0.1))
