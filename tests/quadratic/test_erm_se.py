@@ -170,7 +170,6 @@ def erm_store(tmp_path_factory, client):
     return store
 
 
-@pytest.mark.slow  # the plot subprocess alone took 20 s on the shared machine (load 7)
 def test_shipped_sweep_runs_and_plots(erm_store, tmp_path):
     code, out, err = cli_here("query", "quadratic-erm-se", "--store", erm_store)
     assert code == 0, err
