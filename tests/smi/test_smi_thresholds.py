@@ -54,9 +54,9 @@ def test_search_finds_the_root_from_any_bracket_in_few_rounds(root, bracket, k):
 def test_two_stage_alpha1_is_the_one_stage_root():
     """Both searches find the root of the same deterministic r (same draws for the fixed-point curve and
     K11), so they agree within rtol (what the coarse stage saves is measured in docs/validation/smi.md, not asserted
-    here)."""
+    here). The agreement is deterministic on any draw set: 1024 draws, the coarse stage on 512 of them."""
     ch = AttentionChannel(2, 1.0)
-    kd = sse.Draws(2, 2, 2048, np.random.default_rng(2))
+    kd = sse.Draws(2, 2, 1024, np.random.default_rng(2))
     one, r1, _, _ = sth.alpha1_routes(ch, kd, rtol=2e-3, k_coarse=0, bisection=False)
     two, r2, _, _ = sth.alpha1_routes(ch, kd, rtol=2e-3, k_coarse=512, bisection=False)
     assert 0.5 < one.value < 1.0
