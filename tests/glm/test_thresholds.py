@@ -22,8 +22,10 @@ def test_weak_recovery_trivial():
 
 def test_phase_retrieval_weak_recovery_bisection():
     # < 1%: the criterion's bias is ~ alpha_c log(cut/lambda)/max_iter = 0.5*13.8/2000 = 0.35%
-    # upward (see the docstring), plus the bisection width 2e-3.
-    a = weak_recovery_bisection(GaussianPrior(), AbsChannel(), alpha_lo=0.4, alpha_hi=0.6, rtol=2e-3,
+    # upward (see the docstring), plus half the final bracket (the midpoint is returned): rtol 7e-3 gives
+    # <= 0.35%, 0.7% in all (the probes nearest alpha_c crawl for ~2000 iterations each; rtol 2e-3 costs
+    # two more of them).
+    a = weak_recovery_bisection(GaussianPrior(), AbsChannel(), alpha_lo=0.4, alpha_hi=0.6, rtol=7e-3,
                                 max_iter=2000)
     assert a == pytest.approx(0.5, rel=1e-2)
     assert a >= 0.499  # the bias is upward
