@@ -50,10 +50,10 @@ C_FINITE_D = 1.8
 D_TEST, SEEDS_TEST, ITER_TEST = 400, 16, 60
 
 
-def _gamp_mean_sv(channel, alpha, damping=0.0):
+def _gamp_mean_sv(channel, alpha, damping=0.0, n_seeds=SEEDS_TEST):
     ch = make_channel(channel)
     sv = []
-    for s in range(SEEDS_TEST):
+    for s in range(n_seeds):
         rng = np.random.default_rng(7000 + s)
         X, W, y = mgamp.sample_instance(ch, alpha, D_TEST, rng)
         tr = mgamp.run_gamp(ch, X, y, W, max_iter=ITER_TEST, damping=damping, tol=1e-6, rng=rng)
@@ -78,8 +78,10 @@ def test_gamp_matches_se_z1z2():
 
 def test_damped_gamp_still_learns_z1z2():
     """Damping 0.3 with the damped Onsager reaction term reaches the same overlap (the full V g_old term
-    with a damped estimate made the uninformative point stable: mean singular value 0.01)."""
-    mean, se = _gamp_mean_sv("z1z2", 1.5, damping=0.3)
+    with a damped estimate made the uninformative point stable: mean singular value 0.01). On 6 of the 16
+    seeds: the band's 3 s.e. come from these seeds (~0.05 each, band ~0.37 .. 0.75), still far from 0.01;
+    the undamped test above checks the overlap itself on all 16."""
+    mean, se = _gamp_mean_sv("z1z2", 1.5, damping=0.3, n_seeds=6)
     _assert_agrees_with_se(mean, se, Q_SE[("z1z2", 1.5)])
 
 

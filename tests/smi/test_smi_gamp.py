@@ -4,8 +4,6 @@ CLI and `query` under the names the issue asks for; bad settings are one-line Pa
 
 import csv
 import io
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -17,6 +15,8 @@ from seqphase.core.smi import se as sse
 from seqphase.core.smi.channels import AttentionChannel
 from seqphase.sweeps.planner import plan_sweep
 from seqphase.sweeps.spec import load_sweep
+
+from smi_checks import cli_in_process
 
 EPS = 1e-3
 
@@ -138,22 +138,20 @@ def test_shipped_spec():
     assert len(plan_sweep(sweep).points) == 15
 
 
-def _cli(*args, ok=True):
-    r = subprocess.run([sys.executable, "-m", "seqphase.cli", *map(str, args)], capture_output=True, text=True,
-                       timeout=600)
-    assert (r.returncode == 0) == ok, r.stderr
-    return r
-
-
-def test_cli_query_names(tmp_path):
-    """A tiny GAMP sweep through `run` and `query --format csv`: one row per alpha, seed and iteration with
-    the columns alpha, skip, seed, iteration, overlap_1_1, overlap_2_2, gen_error_plugin."""
+def test_cli_query_names(tmp_path, capsys, client):
+    """A tiny GAMP sweep through `run` (on the session's cluster, by address) and `query --format csv`: one
+    row per alpha, seed and iteration with the columns alpha, skip, seed, iteration, overlap_1_1,
+    overlap_2_2, gen_error_plugin."""
     spec = tmp_path / "g.toml"
     spec.write_text('name = "smi-gamp-tiny"\nmodel = "smi"\nseed = 3\n[params]\nskip = 1.0\nalpha = [0.5, 1.2]\n'
                     '[method]\nname = "gamp"\nd = 30\nn_seeds = 2\nmax_iter = 3\nn_gen = 20\n')
     store = tmp_path / "st.zarr"
-    _cli("run", spec, "--store", store, "--workers", "1", "--no-progress")
-    rows = list(csv.DictReader(io.StringIO(_cli("query", spec, "--store", store, "--format", "csv").stdout)))
+    code, _, err = cli_in_process(capsys, "run", spec, "--store", store, "--cluster", client.scheduler.address,
+                                  "--no-progress")
+    assert code == 0, err
+    code, out, err = cli_in_process(capsys, "query", spec, "--store", store, "--format", "csv")
+    assert code == 0, err
+    rows = list(csv.DictReader(io.StringIO(out)))
     assert len(rows) == 2 * 2 * 4  # alpha x seed x iteration (0 = initialisation)
     assert {"alpha", "skip", "seed", "iteration", "overlap_1_1", "overlap_2_2", "overlap_1_2", "self_overlap_2_2",
             "gen_error_plugin", "overlap_final_2_2", "n_iter"} <= set(rows[0])
@@ -164,10 +162,10 @@ def test_cli_query_names(tmp_path):
     assert len({by[(1.2, 0, 3)]["overlap_2_2"], by[(1.2, 1, 3)]["overlap_2_2"]}) == 2
 
 
-def test_cli_bad_damping_is_one_line(tmp_path):
+def test_cli_bad_damping_is_one_line(tmp_path, capsys):
     spec = tmp_path / "b.toml"
     spec.write_text('name = "x"\nmodel = "smi"\nseed = 1\n[params]\nalpha = 0.5\n[method]\nname = "gamp"\n'
                     'damping = 1.0\n')
-    r = _cli("run", spec, "--store", tmp_path / "st.zarr", ok=False)
-    assert r.returncode == 2 and "damping" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    code, _, err = cli_in_process(capsys, "run", spec, "--store", tmp_path / "st.zarr")
+    assert code == 2 and "damping" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "st.zarr").exists()
