@@ -17,14 +17,3 @@ def assert_nishimori(ch, Q, draws):
     err = diff.std(0) / np.sqrt(diff.shape[0])
     assert np.all(np.abs(diff.mean(0)) < 4 * err + 1e-9), (diff.mean(0), err)
 
-
-def cli_in_process(capsys, *args):
-    """`seqphase ARGS` through the console entry point's `main` in this process: (exit code, stdout, stderr).
-    The SMI CLI tests check what the commands do and say; the subprocess start-up of the entry point is
-    tested once for all families in tests/test_cli.py (tests/cli_run.py)."""
-    from seqphase.cli import main
-
-    capsys.readouterr()  # drop what the test printed before
-    code = main([str(a) for a in args])
-    out = capsys.readouterr()
-    return code, out.out, out.err

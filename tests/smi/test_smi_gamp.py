@@ -16,7 +16,7 @@ from seqphase.core.smi.channels import AttentionChannel
 from seqphase.sweeps.planner import plan_sweep
 from seqphase.sweeps.spec import load_sweep
 
-from smi_checks import cli_in_process
+from cli_run import cli_here, on_cluster
 
 EPS = 1e-3
 
@@ -138,7 +138,7 @@ def test_shipped_spec():
     assert len(plan_sweep(sweep).points) == 15
 
 
-def test_cli_query_names(tmp_path, capsys, client):
+def test_cli_query_names(tmp_path, client):
     """A tiny GAMP sweep through `run` (on the session's cluster, by address) and `query --format csv`: one
     row per alpha, seed and iteration with the columns alpha, skip, seed, iteration, overlap_1_1,
     overlap_2_2, gen_error_plugin."""
@@ -146,10 +146,10 @@ def test_cli_query_names(tmp_path, capsys, client):
     spec.write_text('name = "smi-gamp-tiny"\nmodel = "smi"\nseed = 3\n[params]\nskip = 1.0\nalpha = [0.5, 1.2]\n'
                     '[method]\nname = "gamp"\nd = 30\nn_seeds = 2\nmax_iter = 3\nn_gen = 20\n')
     store = tmp_path / "st.zarr"
-    code, _, err = cli_in_process(capsys, "run", spec, "--store", store, "--cluster", client.scheduler.address,
+    code, _, err = cli_here("run", spec, "--store", store, *on_cluster(client),
                                   "--no-progress")
     assert code == 0, err
-    code, out, err = cli_in_process(capsys, "query", spec, "--store", store, "--format", "csv")
+    code, out, err = cli_here("query", spec, "--store", store, "--format", "csv")
     assert code == 0, err
     rows = list(csv.DictReader(io.StringIO(out)))
     assert len(rows) == 2 * 2 * 4  # alpha x seed x iteration (0 = initialisation)
@@ -162,10 +162,10 @@ def test_cli_query_names(tmp_path, capsys, client):
     assert len({by[(1.2, 0, 3)]["overlap_2_2"], by[(1.2, 1, 3)]["overlap_2_2"]}) == 2
 
 
-def test_cli_bad_damping_is_one_line(tmp_path, capsys):
+def test_cli_bad_damping_is_one_line(tmp_path):
     spec = tmp_path / "b.toml"
     spec.write_text('name = "x"\nmodel = "smi"\nseed = 1\n[params]\nalpha = 0.5\n[method]\nname = "gamp"\n'
                     'damping = 1.0\n')
-    code, _, err = cli_in_process(capsys, "run", spec, "--store", tmp_path / "st.zarr")
+    code, _, err = cli_here("run", spec, "--store", tmp_path / "st.zarr")
     assert code == 2 and "damping" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "st.zarr").exists()

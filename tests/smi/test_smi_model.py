@@ -9,7 +9,7 @@ import pytest
 
 from seqphase.core.models import get_model, run_point
 
-from smi_checks import cli_in_process
+from cli_run import cli_here
 
 # the authors' data/BO_2w.csv (sweeps/reference/smi/BO_2w.csv)
 REFERENCE = Path(__file__).resolve().parents[1] / "data" / "smi" / "BO_2w.csv"
@@ -60,21 +60,21 @@ def test_sgd_point_shapes():
     assert np.all(np.isfinite(out["cosine"]))
 
 
-def test_bad_skip_is_one_line(tmp_path, capsys):
+def test_bad_skip_is_one_line(tmp_path):
     spec = tmp_path / "s.toml"
     spec.write_text('name = "x"\nmodel = "smi"\nseed = 1\n[params]\nalpha = 0.5\nskip = -1.0\n[method]\nname = "se"\n')
-    code, _, err = cli_in_process(capsys, "run", spec, "--store", tmp_path / "st.zarr")
+    code, _, err = cli_here("run", spec, "--store", tmp_path / "st.zarr")
     assert code == 2
     assert "skip" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "st.zarr").exists()
 
 
 @pytest.mark.parametrize("method", ["threshold", "sgd", "gamp"])
-def test_depth3_is_refused_before_anything_is_written(tmp_path, capsys, method):
+def test_depth3_is_refused_before_anything_is_written(tmp_path, method):
     spec = tmp_path / "s.toml"
     alpha = "alpha = 0.5\n" if method == "gamp" else ""  # alpha is a grid parameter of gamp only
     spec.write_text(f'name = "x"\nmodel = "smi"\nseed = 1\n[params]\n{alpha}skip = 1.0\ndepth = 3\n[method]\nname = "{method}"\n')
-    code, _, err = cli_in_process(capsys, "run", spec, "--store", tmp_path / "st.zarr")
+    code, _, err = cli_here("run", spec, "--store", tmp_path / "st.zarr")
     assert code == 2
     assert "params.depth" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "st.zarr").exists()

@@ -11,7 +11,7 @@ from seqphase.core.smi import se as sse
 from seqphase.core.smi import thresholds as sth
 from seqphase.core.smi.channels import AttentionChannel
 
-from smi_checks import cli_in_process
+from cli_run import cli_here
 
 
 def _rounds(process):
@@ -144,7 +144,7 @@ def test_both_routes_agree_on_the_attention_channel():
     ("params.skip", 1e-5, "params.skip"), ("params.skip", 200.0, "params.skip"),
     ("method.alpha_hi", 0.15, "method.alpha_hi"), ("method.n_mc", 65536, "method.n_mc"),
     ("method.k", 1, "method.k"), ("method.block", 3000, "method.block")])
-def test_bad_threshold_input_is_one_line_and_stores_nothing(tmp_path, capsys, setting, value, field):
+def test_bad_threshold_input_is_one_line_and_stores_nothing(tmp_path, setting, value, field):
     spec = tmp_path / "s.toml"
     params = {"skip": 1.0}
     method = {"name": '"threshold"'}
@@ -153,7 +153,7 @@ def test_bad_threshold_input_is_one_line_and_stores_nothing(tmp_path, capsys, se
     text = ('name = "x"\nmodel = "smi"\nseed = 1\n[params]\n' + "".join(f"{k} = {v!r}\n" for k, v in params.items())
             + "[method]\n" + "".join(f"{k} = {v}\n" for k, v in method.items()))
     spec.write_text(text)
-    code, _, err = cli_in_process(capsys, "run", spec, "--store", tmp_path / "st.zarr")
+    code, _, err = cli_here("run", spec, "--store", tmp_path / "st.zarr")
     assert code == 2, err
     assert field in err and "fix:" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "st.zarr").exists()
