@@ -377,6 +377,17 @@ _STRUCTURES = {}
 _STRUCTURES_MAX = 64
 
 
+def kept(cache, key, make, size=8):
+    """cache[key], made by make() when absent; once `size` results are kept, the oldest goes first. The
+    derived channels keep the last few results this way: SE and a threshold ask for the same cavities,
+    labels or spacings in turn, and each is a quadrature."""
+    if key not in cache:
+        if len(cache) >= size:
+            cache.pop(next(iter(cache)))
+        cache[key] = make()
+    return cache[key]
+
+
 def _array_key(*arrays):
     """A dictionary key of the contents and shape of equally shaped float arrays."""
     return hashlib.sha1(b"".join(np.ascontiguousarray(a).tobytes() for a in arrays)).digest() + \
@@ -392,11 +403,7 @@ def _structure(plugin):
         hash(key)
     except TypeError:
         return {}
-    if key not in _STRUCTURES:
-        if len(_STRUCTURES) >= _STRUCTURES_MAX:
-            _STRUCTURES.pop(next(iter(_STRUCTURES)))
-        _STRUCTURES[key] = {}
-    return _STRUCTURES[key]
+    return kept(_STRUCTURES, key, dict, size=_STRUCTURES_MAX)
 
 
 def _joined_runs(lo, hi, label, level, group=None):
@@ -481,12 +488,7 @@ class DerivedScalarChannel(ScalarChannel):
             return self._weighted[2]
         y, omega, V = np.broadcast_arrays(*(np.asarray(a, float) for a in (y, omega, V)))
         key = _array_key(y, omega, V)
-        cache = self.__dict__.setdefault("_moments_cache", {})
-        if key not in cache:
-            if len(cache) >= 8:
-                cache.pop(next(iter(cache)))
-            cache[key] = self._unique_moments(y, omega, V)
-        return cache[key]
+        return kept(self.__dict__.setdefault("_moments_cache", {}), key, lambda: self._unique_moments(y, omega, V))
 
     def _unique_moments(self, y, omega, V):
         """`moments` computed once per distinct (y, omega, V): through the shared rule for a discrete label
@@ -623,12 +625,7 @@ class DerivedScalarChannel(ScalarChannel):
         below `flat_tol` are left out). The grid's spans of `chunk_panels` panels are each computed once per
         plug-in class and parameters and kept (the last few spacings): an SE iteration at a spacing seen
         before reads no likelihood."""
-        tables = self._structure.setdefault("kernel_nodes", {})
-        if step not in tables:
-            if len(tables) >= 8:
-                tables.pop(next(iter(tables)))
-            tables[step] = {"chunks": {}, "assembled": {}}
-        table = tables[step]
+        table = kept(self._structure.setdefault("kernel_nodes", {}), step, lambda: {"chunks": {}, "assembled": {}})
         span = step * self.chunk_panels
         lo = np.floor((omega - half_width) / span).astype(np.int64)
         hi = np.floor((omega + half_width) / span).astype(np.int64)
@@ -637,18 +634,17 @@ class DerivedScalarChannel(ScalarChannel):
         for offset in range(int((hi - lo).max()) + 1):  # a window spans a chunk or two
             reached[(lo + offset)[lo + offset <= hi] - base] = True
         chunks = (np.flatnonzero(reached) + base).tolist()
-        key = bytes(reached) + repr(base).encode()
-        if key not in table["assembled"]:
-            if len(table["assembled"]) >= 8:
-                table["assembled"].pop(next(iter(table["assembled"])))
+
+        def assemble():
             store = table["chunks"]
             missing = [chunk for chunk in chunks if chunk not in store]
             if missing:
                 store.update(self._kernel_chunks(np.array(missing, dtype=np.int64), step))
             parts = [store[chunk] for chunk in chunks]
             z, weight, likelihood, *runs = (np.concatenate([part[i] for part in parts]) for i in range(7))
-            table["assembled"][key] = (z, weight, likelihood, _joined_runs(*runs))
-        return table["assembled"][key]
+            return z, weight, likelihood, _joined_runs(*runs)
+
+        return kept(table["assembled"], bytes(reached) + repr(base).encode(), assemble)
 
     def _kernel_chunks(self, chunks, step):
         """{chunk: (z, weight, likelihood, run lo, hi, label, level)} of `kernel_nodes` for the chunks (sorted
@@ -699,12 +695,7 @@ class DerivedScalarChannel(ScalarChannel):
         """`label_table` of the last few (omega, V) (SE asks for the same cavities in turn: mhat, the free
         entropy and the errors at the fixed point)."""
         key = _array_key(omega) + repr(float(V)).encode()
-        cache = self.__dict__.setdefault("_table_cache", {})
-        if key not in cache:
-            if len(cache) >= 4:
-                cache.pop(next(iter(cache)))
-            cache[key] = self.label_table(omega, V)
-        return cache[key]
+        return kept(self.__dict__.setdefault("_table_cache", {}), key, lambda: self.label_table(omega, V), size=4)
 
     def shared_moments(self, label, omega, V):
         """(log Z_out, E[t | y], Var[t | y]) of one discrete label at many cavities N(omega_k, V_k) (1-d

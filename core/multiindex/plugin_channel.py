@@ -114,10 +114,8 @@ class DerivedVectorChannel(MIChannel):
         """(log Z_out, E[z | y], E[z z^T | y]) per sample, once per distinct (y, omega, V): the last few
         results are kept (g_out and a threshold's moments ask for the same cavities in turn)."""
         key = hashlib.sha1(b"".join(np.ascontiguousarray(a).tobytes() for a in (y, omega, V))).digest()
-        cache = self.__dict__.setdefault("_posterior_cache", {})
-        if key not in cache:
-            if len(cache) >= 8:
-                cache.pop(next(iter(cache)))
+
+        def posterior():
             rows = np.concatenate([y[:, None], omega, V.reshape(-1, 4)], axis=1)
             unique, inverse = np.unique(rows, axis=0, return_inverse=True)
             inverse = inverse.ravel()
@@ -132,8 +130,10 @@ class DerivedVectorChannel(MIChannel):
                                                             directional=self.directional)
             except FloatingPointError:
                 raise plugins.PluginFault(f"{type(self.plugin).__name__}.log_likelihood returned NaN") from None
-            cache[key] = (log_z[inverse], mean[inverse], second[inverse])
-        return tuple(part.copy() for part in cache[key])
+            return log_z[inverse], mean[inverse], second[inverse]
+
+        cache = self.__dict__.setdefault("_posterior_cache", {})
+        return tuple(part.copy() for part in plugins.kept(cache, key, posterior))
 
     # -- the rule over y -----------------------------------------------------------------------------
     def y_rule(self, fine=True):
