@@ -28,13 +28,27 @@ QUIET_CLUSTER = {"distributed.worker.profile.enabled": False, "distributed.admin
                  "distributed.admin.system-monitor.interval": "5s"}
 
 
+ALLOCATOR_VARIABLES = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
+
+
+@contextlib.contextmanager
+def environ_without(names):
+    saved = {name: os.environ.pop(name) for name in names if name in os.environ}
+    try:
+        yield
+    finally:
+        os.environ.update(saved)
+
+
 @pytest.fixture(scope="session")
 def client(marker_dir, tmp_path_factory):
     """A real distributed LocalCluster with 2 worker processes, shared by the integration tests. Like every
     cluster seqphase starts it speaks TLS only; its credentials are written to a 0700 folder named in Dask's
     configuration, so tests attach to it by address (`--cluster tls://...`) as a user with them would, and
     `cli_run.cli_here` runs attach to it in this process. Its diagnostics are set at its start (the nannies
-    keep that configuration for the workers they restart) and do not reach other clusters."""
+    keep that configuration for the workers they restart) and do not reach other clusters. The allocator
+    settings this process inherits (pytest_configure) are hidden while it starts, so that its workers have them
+    only from the backend's configuration, which test_engine.py checks."""
     import dask
     import distributed  # noqa: F401 (loads its configuration defaults, which QUIET_CLUSTER only overrides)
 
@@ -42,7 +56,7 @@ def client(marker_dir, tmp_path_factory):
     from seqphase.cluster.security import credentials_config, write_credentials
 
     with contextlib.ExitStack() as stack:
-        with dask.config.set(QUIET_CLUSTER):
+        with dask.config.set(QUIET_CLUSTER), environ_without(ALLOCATOR_VARIABLES):
             client = stack.enter_context(connect("local", workers=2))
         folder = tmp_path_factory.mktemp("tls")
         os.chmod(folder, 0o700)
@@ -62,12 +76,17 @@ SERIAL_FIXTURES = {"slurm": "slurm"}
 
 
 def pytest_configure(config):
-    """On the xdist controller, before it starts the workers (they inherit the environment): one BLAS
-    thread per worker, as the Dask workers have (cluster/base.py). Two workers with OpenBLAS's default
-    thread per core oversubscribe the cores, and its spinning threads made tests up to 8x slower."""
+    """On the xdist controller, before it starts the workers (they inherit the environment): the Dask
+    workers' environment (cluster/base.py WORKER_ENVIRON), so that the tests which compute in the test
+    process do so as a worker would. One BLAS thread per process: two workers with OpenBLAS's default thread
+    per core oversubscribe the cores, and its spinning threads made tests up to 8x slower. glibc's malloc
+    keeping freed memory: with its defaults the vectorised quadratures' page faults cost more system
+    time (tests/aim/test_aim_se.py with tests/quadratic/test_erm_se.py: 10.6 -> 3.1 CPU-s of it)."""
     if getattr(config.option, "numprocesses", None):
-        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-            os.environ.setdefault(var, "1")
+        from seqphase.cluster.base import WORKER_ENVIRON
+
+        for var, value in WORKER_ENVIRON.items():
+            os.environ.setdefault(var, str(value))
 
 
 def _xdist_group(item):
