@@ -122,6 +122,49 @@ def onsets_by_size(alphas, overlaps, sizes, *, level, rng):
     return np.array([v for v, _ in pairs], dtype=float), np.array([e for _, e in pairs], dtype=float)
 
 
+# -- the stopping rule: an instance whose fate is decided stops before the iteration cap ----------------
+#: Below this fraction of the stopping bound an overlap counts as that floor: an estimate that has lost the
+#: signal sits at the machine-precision zero of its layer (|M11| ~ 1e-14 below alpha_1 in smi), where the
+#: ratio of two values is noise, not growth. Hiding a growth from under the floor lets through a rise of
+#: at most 1 / STOP_FLOOR = 10^4 in the remaining iterations (at least 1.09 per iteration over 100 of them)
+#: before the bound is reached, faster than any rise logged next to an onset.
+STOP_FLOOR = 1e-4
+
+
+def settled_low(recent, *, bound, remaining):
+    """Whether an overlap trajectory has settled below `bound` for good, judged on `recent`, its |overlap| at
+    the last w + 1 iterations (the current one last) with `remaining` iterations to the cap: all of them below
+    the bound, and the fastest growth into the current value, (current / value k iterations before)^(1/k)
+    over k = 1..w, continued geometrically over the remaining iterations, keeps it below the bound. The
+    fastest rate, not the window's average: an overlap that decays from the start's O(1/sqrt(d)) and then
+    turns up (a late escape from the uninformative point) has grown over its last iterations although the
+    window's first value is the larger. Values under STOP_FLOOR * bound count as that floor."""
+    recent = np.asarray(recent, dtype=float)
+    if len(recent) < 2 or not np.all(np.isfinite(recent)) or recent.max() >= bound:
+        return False
+    logs = np.log(np.maximum(recent, STOP_FLOOR * bound))
+    lags = np.arange(len(logs) - 1, 0, -1)  # recent[i] lies lags[i] iterations before the current one
+    log_rate = max(0.0, float(np.max((logs[-1] - logs[:-1]) / lags)))
+    return bool(logs[-1] + log_rate * max(remaining, 0) < math.log(bound))
+
+
+def stop_test(layer, d, *, level, fraction, cap, window):
+    """The stopping rule of one instance as a test on GAMP's records (`core/gamp.py`, `iterate(stop=...)`;
+    each record's first entry is the overlap matrix M): True once |M_layer,layer| over the last `window`
+    iterations has `settled_low` under fraction * level / sqrt(d), the iteration cap being `cap`. None when
+    `window` is 0 (no early stop)."""
+    if window <= 0:
+        return None
+    bound = fraction * level / math.sqrt(d)
+
+    def decided(records):
+        t = len(records) - 1
+        return t >= window and settled_low([abs(r[0][layer, layer]) for r in records[t - window:]], bound=bound,
+                                           remaining=cap - t)
+
+    return decided
+
+
 CORRECTIONS = {"d^-1/3": 1.0 / 3.0, "d^-1/2": 0.5, "d^-1": 1.0}
 
 
