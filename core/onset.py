@@ -195,6 +195,66 @@ def parse_instance_key(key):
     return transition, int(d[1:]), int(step[1:]), int(seed[1:])
 
 
+# -- the sequential design -------------------------------------------------------------------------
+def predicted_onset(sizes, onsets, d, correction):
+    """Where the onset at size d is expected from the onsets at the smaller `sizes`: none yet -> None; one ->
+    that onset; more -> the straight line in d^-nu through them (unweighted), at d."""
+    if len(sizes) == 0:
+        return None
+    if len(sizes) == 1:
+        return float(onsets[0])
+    x = np.asarray(sizes, dtype=float) ** -CORRECTIONS[correction]
+    slope, intercept = np.polyfit(x, np.asarray(onsets, dtype=float), 1)
+    return float(intercept + slope * d ** -CORRECTIONS[correction])
+
+
+def first_pair(alphas, guess):
+    """The first of the two adjacent window steps a size starts from: those around `guess` (None: the
+    window's middle pair)."""
+    n = len(alphas)
+    if guess is None:
+        return (n - 2) // 2
+    return int(np.clip(np.searchsorted(alphas, guess, side="right") - 1, 0, n - 2))
+
+
+def end_doubts(overlaps, d, *, level, margin, n_boot=N_BOOT):
+    """(low, high): whether a window's ends still doubt the crossing lies inside it, from `overlaps` (its
+    alphas x seeds): the mean at its lowest alpha is at or above level / sqrt(d), or at its highest below it,
+    in more than `margin` of the seed resamples. The seeds are resampled by a generator of fixed seed, so a
+    design's decisions are a function of its instances alone."""
+    overlaps = np.asarray(overlaps, dtype=float)
+    floor = level / math.sqrt(d)
+    rng = np.random.default_rng(0)
+
+    def share(row, above):
+        row = row[~diverged(row)]
+        if row.size == 0:
+            return 1.0
+        means = row[rng.integers(0, row.size, size=(n_boot, row.size))].mean(axis=1)
+        return float(np.mean(means >= floor if above else means < floor))
+
+    return share(overlaps[0], True) > margin, share(overlaps[-1], False) > margin
+
+
+def cheapest_gain(sizes, ses, seeds, batch, costs, correction):
+    """The size (an index into `sizes`, one of `costs`' keys) where `batch` more seeds shrink the variance of
+    the extrapolated intercept most per unit of cost: each size's s.e. is taken to fall like 1/sqrt(seeds)."""
+    x = np.asarray(sizes, dtype=float) ** -CORRECTIONS[correction]
+    X = np.stack([np.ones_like(x), x], axis=1)
+    ses = np.maximum(np.asarray(ses, dtype=float), 1e-12)
+
+    def variance(s):
+        return float(np.linalg.inv(X.T @ (X / s[:, None] ** 2))[0, 0])
+
+    now = variance(ses)
+    gains = {}
+    for si, cost in costs.items():
+        s = ses.copy()
+        s[si] *= math.sqrt(seeds[si] / (seeds[si] + batch))
+        gains[si] = (now - variance(s)) / cost
+    return max(gains, key=gains.get)
+
+
 # -- the method ------------------------------------------------------------------------------------
 ONSET_SETTINGS = {
     "sizes": Param("sizes", "ints", "the dimensions d of the instances (at least two)", [250, 500, 1000],
@@ -205,6 +265,37 @@ ONSET_SETTINGS = {
     "correction": Param("correction", "choice", "finite-size shift of the onset, extrapolated away d -> infinity",
                         "d^-1/3", choices=tuple(CORRECTIONS)),
 }
+
+
+DESIGNS = ("grid", "sequential")
+
+
+def design_settings(targets, stop_window=20, stop_fraction=1e-3):
+    """The settings of the sequential design (`OnsetMethod._sequential`) and of the stopping rule (`stop_test`):
+    `targets` {transition: s.e. at which the design stops adding seeds}. A family whose `run_instance` takes
+    the stopping rule adds them to its onset settings; without them a method runs the grid design, unstopped."""
+    out = {
+        "design": Param("design", "choice", "grid: every alpha of each window at every size and n_seeds seeds; "
+                        "sequential: each size's alphas placed from the smaller sizes' onsets, seeds added "
+                        "where they shrink the extrapolation's s.e. most per cost (core/onset.py)", "sequential",
+                        choices=DESIGNS),
+        "max_seeds": Param("max_seeds", "int", "sequential: seeds per alpha at most (n_seeds to start)", 48,
+                           low=2, high=4096, low_inclusive=True),
+        "seed_batch": Param("seed_batch", "int", "sequential: seeds added at a time to one size", 8, low=1,
+                            high=4096, low_inclusive=True),
+        "margin": Param("margin", "float", "sequential: a window end is extended while the mean there is on the "
+                        "wrong side of the level in more than this fraction of the seed resamples", 0.05,
+                        low=0.0, high=0.1, low_inclusive=False),
+        "stop_window": Param("stop_window", "int", "stopping rule: iterations the watched overlap must sit at "
+                             "zero (0: no early stop)", stop_window, low=0, high=10_000, low_inclusive=True),
+        "stop_fraction": Param("stop_fraction", "float", "stopping rule: 'zero' is below this fraction of the "
+                               "level / sqrt(d), with no growth that reaches it by the cap", stop_fraction,
+                               low=0.0, high=1.0),
+    }
+    for t, target in targets.items():
+        out[f"{t}_se"] = Param(f"{t}_se", "float", f"sequential: add seeds until the s.e. of {t}_gamp is at "
+                               "most this (0: never add)", target, low=0.0, low_inclusive=True)
+    return out
 
 
 def window_settings(transition, lo, hi, n):
@@ -249,9 +340,17 @@ class OnsetMethod(Method):
                     raise ParameterError(f"method.{t}_lo", f"alpha d = {settings[f'{t}_lo'] * d:g} < 1 at d = {d}: "
                                          "no sample", f"raise {t}_lo or the smallest size")
 
+    def sequential(self, settings):
+        """Whether the point runs the sequential design (a setting only the families with the stopping rule
+        have; the others run the grid)."""
+        return settings.get("design", "grid") == "sequential"
+
     def layout(self, settings):
-        dims = {"size": np.asarray(settings["sizes"]), "seed": np.arange(settings["n_seeds"])}
+        sequential = self.sequential(settings)
+        n_seed = max(settings["n_seeds"], settings["max_seeds"]) if sequential else settings["n_seeds"]
+        dims = {"size": np.asarray(settings["sizes"]), "seed": np.arange(n_seed)}
         out = {}
+        unrun = " (NaN: not run by the sequential design)" if sequential else ""
         for t in self.transitions:
             step, per = f"{t}_step", ("size", f"{t}_step", "seed")
             dims[step] = np.arange(settings[f"{t}_n"])
@@ -265,9 +364,17 @@ class OnsetMethod(Method):
                                             f"GAMP diverged (final overlap > {DIVERGED:g} or not finite)")
             out[f"{t}_alpha"] = Variable((step,), "f8", f"the alphas of the {t} window")
             for obs in self.observables:
-                out[f"{t}_{obs}"] = Variable(per, "f8", f"final {obs} of each instance in the {t} window")
-            out[f"{t}_n_iter"] = Variable(per, "i4", "GAMP iterations run")
-            out[f"{t}_converged"] = Variable(per, "i1", "1 if GAMP met its tolerance")
+                out[f"{t}_{obs}"] = Variable(per, "f8", f"final {obs} of each instance in the {t} window{unrun}")
+            out[f"{t}_n_iter"] = Variable(per, "i4", "GAMP iterations run" + (" (-1: not run)" if sequential else ""))
+            out[f"{t}_converged"] = Variable(per, "i1", "1 if GAMP met its tolerance" +
+                                             (" (-1: not run)" if sequential else ""))
+            if sequential:
+                out[f"{t}_stopped"] = Variable(per, "i1", "1 if the stopping rule ended the run (-1: not run)")
+                out[f"{t}_n_seeds"] = Variable(("size",), "i4", f"seeds run at each alpha of the {t} window at "
+                                               "each size (seeds 0 .. n - 1)")
+                out[f"{t}_step_lo"] = Variable(("size",), "i4", f"first step of the {t} window run at each size")
+                out[f"{t}_step_hi"] = Variable(("size",), "i4", f"last step of the {t} window run at each size")
+                out[f"{t}_rounds"] = Variable((), "i4", f"rounds of works the design of {t} took")
         return Layout(dims, out)
 
     def run_instance(self, params, settings, alpha, d, stream):  # pragma: no cover - abstract
@@ -279,7 +386,20 @@ class OnsetMethod(Method):
         return np.random.SeedSequence(seed_sequence.entropy, pool_size=seed_sequence.pool_size,
                                       spawn_key=tuple(seed_sequence.spawn_key) + (t_index, size_index, step, seed))
 
+    def instance_work(self, params, settings, seed_sequence, t, size_index, step, seed):
+        """The Work of one instance: its key, its stream (`stream`) and, where the family's settings hold the
+        stopping rule, the transition whose overlap that rule watches."""
+        ti = list(self.transitions).index(t)
+        d, alpha = int(settings["sizes"][size_index]), float(self.windows(settings)[t][step])
+        kwargs = {"params": params, "settings": settings, "alpha": alpha, "d": d,
+                  "stream": self.stream(seed_sequence, ti, size_index, step, seed)}
+        if "stop_window" in settings:
+            kwargs["watch"] = self.transitions[t]
+        return Work(instance_key(t, d, step, seed), self.run_instance, kwargs)
+
     def tasks(self, params, settings, seed_sequence):
+        if self.sequential(settings):
+            return (yield from self._sequential_tasks(params, settings, seed_sequence))
         sizes, n = settings["sizes"], settings["n_seeds"]
         windows = self.windows(settings)
         works = []
@@ -287,9 +407,7 @@ class OnsetMethod(Method):
             for si, d in enumerate(sizes):
                 for j, alpha in enumerate(alphas):
                     for s in range(n):
-                        works.append(Work(instance_key(t, d, j, s), self.run_instance, {
-                            "params": params, "settings": settings, "alpha": float(alpha), "d": int(d),
-                            "stream": self.stream(seed_sequence, ti, si, j, s)}))
+                        works.append(self.instance_work(params, settings, seed_sequence, t, si, j, s))
         results = yield works
         out = {}
         boot_rng = np.random.default_rng(self.stream(seed_sequence, len(windows), 0, 0, 0))
@@ -310,6 +428,133 @@ class OnsetMethod(Method):
                         f"{t}_diverged": diverged(obs).sum(axis=(1, 2)),
                         f"{t}_n_iter": got["n_iter"], f"{t}_converged": got["converged"]})
             out.update({f"{t}_{k}": got[k] for k in self.observables})
+        return out
+
+    # -- the sequential design ----------------------------------------------------------------------
+    def _sequential_tasks(self, params, settings, seed_sequence):
+        """The transitions' sequential designs side by side: each round yields the works every transition
+        asks for next (`_design`), so the workers see both at once."""
+        designs = {t: self._design(t, params, settings, seed_sequence) for t in self.transitions}
+        asked = {t: next(g) for t, g in designs.items()}
+        state = {}
+        while asked:
+            results = yield [w for works in asked.values() for w in works]
+            for t in list(asked):
+                try:
+                    asked[t] = designs[t].send({w.key: results[w.key] for w in asked[t]})
+                except StopIteration as stop:
+                    state[t] = stop.value
+                    del asked[t]
+        out = {}
+        for t, alphas in self.windows(settings).items():
+            out.update(self._sequential_outputs(t, alphas, settings, seed_sequence, state[t]))
+        return out
+
+    def _boot_rng(self, seed_sequence, t):
+        """The bootstrap draws of transition t's per-size s.e. (sequential design): the same whenever the
+        design asks, so the s.e. it stops on is the one stored."""
+        ti = list(self.transitions).index(t)
+        return np.random.default_rng(self.stream(seed_sequence, len(self.transitions), ti, 0, 0))
+
+    def _design(self, t, params, settings, seed_sequence):
+        """Transition t's sequential design, a generator of rounds of works (module docstring, "The sequential
+        design"); returns its state {"results", "span", "seeds", "rounds"}."""
+        alphas = self.windows(settings)[t]
+        sizes, obs = settings["sizes"], self.transitions[t]
+        n0, n_max, batch = settings["n_seeds"], max(settings["n_seeds"], settings["max_seeds"]), settings["seed_batch"]
+        level, margin, target = settings["level"], settings["margin"], settings[f"{t}_se"]
+        results, span, seeds, rounds = {}, {}, {}, 0
+
+        def run(si, steps, seed_range):
+            nonlocal rounds
+            rounds += 1
+            got = yield [self.instance_work(params, settings, seed_sequence, t, si, j, s)
+                         for j in steps for s in seed_range]
+            results.update(got)
+
+        def table(si):
+            lo, hi = span[si]
+            d = sizes[si]
+            return np.array([[results[instance_key(t, d, j, s)][obs] for s in range(seeds[si])]
+                             for j in range(lo, hi + 1)])
+
+        def settle(si):
+            """Extend size si's window until both ends lie on their side of the level (`end_doubts`)."""
+            while True:
+                lo, hi = span[si]
+                low_doubt, high_doubt = end_doubts(table(si), sizes[si], level=level, margin=margin)
+                more = ([lo - 1] if low_doubt else []) + ([hi + 1] if high_doubt else [])
+                if not more:
+                    return
+                if min(more) < 0 or max(more) >= len(alphas):
+                    side = "lo" if min(more) < 0 else "hi"
+                    raise OnsetWindowError(f"at d = {sizes[si]} the {t} crossing lies at the window's edge (alpha "
+                                           f"= {alphas[0 if side == 'lo' else -1]:g}): "
+                                           f"{'lower' if side == 'lo' else 'raise'} {t}_{side}")
+                span[si] = [min([lo] + more), max([hi] + more)]
+                yield from run(si, more, range(seeds[si]))
+
+        def onsets(upto):
+            rng = self._boot_rng(seed_sequence, t)
+            pairs = [onset_at_size(alphas[span[si][0]:span[si][1] + 1], table(si), sizes[si], level=level, rng=rng)
+                     for si in range(upto)]
+            return np.array([v for v, _ in pairs]), np.array([e for _, e in pairs])
+
+        for si, d in enumerate(sizes):
+            guess = predicted_onset(sizes[:si], onsets(si)[0] if si else [], d, settings["correction"])
+            j = first_pair(alphas, guess)
+            span[si], seeds[si] = [j, j + 1], n0
+            yield from run(si, [j, j + 1], range(n0))
+            yield from settle(si)
+        while True:
+            values, ses = onsets(len(sizes))
+            _, se, _ = extrapolate(sizes, values, ses, settings["correction"])
+            costs = {si: batch * sizes[si] * alphas[span[si][0]:span[si][1] + 1].sum()
+                     for si in range(len(sizes)) if seeds[si] + batch <= n_max}
+            if target <= 0 or se <= target or not costs:
+                break
+            si = cheapest_gain(sizes, ses, [seeds[i] for i in range(len(sizes))], batch, costs,
+                               settings["correction"])
+            lo, hi = span[si]
+            yield from run(si, range(lo, hi + 1), range(seeds[si], seeds[si] + batch))
+            seeds[si] += batch
+            yield from settle(si)
+        return {"results": results, "span": span, "seeds": seeds, "rounds": rounds}
+
+    def _sequential_outputs(self, t, alphas, settings, seed_sequence, state):
+        """The stored outputs of transition t's sequential design: every run instance in its (size, step, seed)
+        cell, NaN / -1 elsewhere, and the rule on each size's window."""
+        sizes = settings["sizes"]
+        n_seed = max(settings["n_seeds"], settings["max_seeds"])
+        shape = (len(sizes), len(alphas), n_seed)
+        got = {k: np.full(shape, np.nan) for k in self.observables}
+        flags = {k: np.full(shape, -1, dtype=int) for k in ("n_iter", "converged", "stopped")}
+        span, seeds = state["span"], state["seeds"]
+        for key, r in state["results"].items():
+            _, d, j, s = parse_instance_key(key)
+            cell = (list(sizes).index(d), j, s)
+            for k in self.observables:
+                got[k][cell] = r[k]
+            for k in flags:
+                flags[k][cell] = int(r.get(k, 0))
+        rng = self._boot_rng(seed_sequence, t)
+        pairs, bad = [], []
+        for si, d in enumerate(sizes):
+            lo, hi = span[si]
+            obs = got[self.transitions[t]][si, lo:hi + 1, :seeds[si]]
+            pairs.append(onset_at_size(alphas[lo:hi + 1], obs, d, level=settings["level"], rng=rng))
+            bad.append(int(diverged(obs).sum()))
+        onsets, ses = np.array([v for v, _ in pairs]), np.array([e for _, e in pairs])
+        out = {f"{t}_{k}": v for k, v in got.items()}
+        out[f"{t}_gamp"], out[f"{t}_gamp_se"], out[f"{t}_gamp_chi2"] = extrapolate(sizes, onsets, ses,
+                                                                                   settings["correction"])
+        out.update({f"{t}_gamp_d": onsets, f"{t}_gamp_d_se": ses, f"{t}_alpha": alphas,
+                    f"{t}_diverged": np.array(bad), f"{t}_n_iter": flags["n_iter"],
+                    f"{t}_converged": flags["converged"], f"{t}_stopped": flags["stopped"],
+                    f"{t}_n_seeds": np.array([seeds[si] for si in range(len(sizes))]),
+                    f"{t}_step_lo": np.array([span[si][0] for si in range(len(sizes))]),
+                    f"{t}_step_hi": np.array([span[si][1] for si in range(len(sizes))]),
+                    f"{t}_rounds": state["rounds"]})
         return out
 
     def figure(self, plt, ds, companions):
