@@ -69,7 +69,7 @@ def load(case):
     return out
 
 
-def replay(case, n_seeds, max_seeds, target):
+def replay(case, n_seeds, max_seeds, target, margin=0.05):
     spec = CASES[case]
     model = get_model(spec["model"])
     method = copy.copy(model.method("onset"))
@@ -78,7 +78,8 @@ def replay(case, n_seeds, max_seeds, target):
     lo, hi, n = spec["window"]
     raw = {"sizes": spec["sizes"], "n_seeds": n_seeds, f"{t}_lo": lo, f"{t}_hi": hi, f"{t}_n": n}
     settings = {**{k: p.default for k, p in onset.design_settings({t: target}).items()}, **method_defaults(method),
-                **raw, "max_seeds": max_seeds, f"{t}_se": target, "stop_window": 0}
+                **raw, "max_seeds": max_seeds, f"{t}_se": target, "stop_window": 0,
+                "margin": margin}
     logged = load(case)
     asked = []
 
@@ -95,7 +96,8 @@ def replay(case, n_seeds, max_seeds, target):
     full = sum(v[1] for k, v in logged.items() if k[0] in spec["sizes"] and lo - 1e-9 <= k[1] <= hi + 1e-9
                and k[2] < 16)
     alphas = np.linspace(lo, hi, n)
-    print(f"== {case}: sizes {spec['sizes']}, seeds {n_seeds} -> at most {max_seeds}, target s.e. {target:g}")
+    print(f"== {case}: sizes {spec['sizes']}, seeds {n_seeds} -> at most {max_seeds}, target s.e. {target:g}, "
+          f"margin {margin:g}")
     for si, d in enumerate(spec["sizes"]):
         a, b = out[f"{t}_step_lo"][si], out[f"{t}_step_hi"][si]
         print(f"  d = {d:5d}: alphas {alphas[a]:.3f} .. {alphas[b]:.3f} ({b - a + 1} of {n}), "
@@ -142,10 +144,11 @@ def main(argv=None):
     ap.add_argument("--seeds", type=int, default=16, help="seeds per alpha to start (n_seeds)")
     ap.add_argument("--max-seeds", type=int, default=16)
     ap.add_argument("--target", type=float, default=0.0, help="s.e. at which the design stops adding seeds")
+    ap.add_argument("--margin", type=float, default=0.05, help="the design's margin (end_doubts)")
     a = ap.parse_args(argv)
     for case in a.case:
         try:
-            replay(case, a.seeds, a.max_seeds, a.target)
+            replay(case, a.seeds, a.max_seeds, a.target, a.margin)
         except NotLogged as exc:
             print(exc.args[0])
     return 0

@@ -6,7 +6,8 @@ yields (`observables`), which transition each one signals (`transitions`: name -
 one instance runs (`run_instance`). Everything else is written once here: the works (one per size d,
 alpha of the transition's window and seed), the rule, the extrapolation and the stored layout.
 
-The rule (onset method version 2 of every family; smi's version 3 changed its channel, not the rule), per
+The rule (onset method version 2 of every family; smi's version 3 changed its channel, not the rule, its
+version 4 the design and the stopping rule below), per
 transition and size d, on the final overlap of `n_seeds` independent instances at each alpha of a uniform
 window [lo, hi]:
 
@@ -34,6 +35,28 @@ changes there, so the quadratic's zero moved by more than its bootstrap error, o
 A window that does not bracket the crossing at some d (the mean already above the level at lo, or still
 below at hi, or in more than 10% of the resamples) makes the point fail with that reason
 (`OnsetWindowError`), so a user widens the window; nothing is extrapolated from a half-seen onset.
+
+Two designs run the rule (setting `design`, where a family's settings hold `design_settings`; smi's onset
+version 4 does, glm's and multiindex's run the grid):
+
+- grid: every alpha of each window at every size, `n_seeds` seeds each.
+- sequential: sizes in ascending order; each starts from the two adjacent window alphas around the onset
+  the smaller sizes predict (none yet: the window's middle pair; one: its onset; more: the straight line in
+  d^-nu through them), and its window grows by one alpha at an end while the mean there is on the wrong
+  side of the level in more than `margin` of the seed resamples (`end_doubts`; 5% an end keeps the rule's
+  10% refusal for both). Then, while the extrapolation's s.e. exceeds the transition's target `<t>_se`,
+  `seed_batch` more seeds run at every alpha of the size where they shrink the intercept's variance most
+  per cost (alpha x d x seeds; `cheapest_gain`), up to `max_seeds`. An instance is the grid's instance of
+  the same (size, alpha step, seed), on the same stream, so where the grid's means beyond a size's window
+  lie on their side of the level its onset at that size is the grid's, bit for bit; the bootstrap draws
+  differ. Each step is a round of works (`Method.tasks`), both transitions side by side.
+
+The stopping rule (`stop_test`, settings stop_window and stop_fraction): an instance stops before the
+iteration cap once the overlap its transition reads has stayed below stop_fraction x level / sqrt(d) for
+stop_window iterations and its fastest recent growth, continued to the cap, stays below that bound
+(`settled_low`): the run's final overlap at the cap would be below the level, within that bound of the
+stopped value. Replayed on the runs logged past the cap (benchmarks/onset_stopping.py) the defaults (20
+iterations, 1e-3) stop no instance that rises later and leave the onset at d = 2000 unchanged.
 """
 
 from __future__ import annotations
