@@ -7,7 +7,8 @@ on the full grid, so its estimate and its share of the grid's cost are read off 
 Cases (the logs in benchmarks/results/onset/): `phase-retrieval` (glm, weak recovery at 1/2: small.json and
 large.json, window 0.5 ... 1.0, d = 250 ... 4000), `z1z2` (multiindex, 0.593751: z1z2-small.json, window
 0.5 ... 1.2, d = 250 ... 2000), `smi-c0.1-alpha1` (smi-c0.1-alpha1-v2.jsonl, d = 250 ... 1000, the sizes
-with 16 seeds) and `smi-c1e-4-alpha2` (smi-c0.0001-alpha2-v3.jsonl, d = 250 ... 2000). The logged
+with 16 seeds), `smi-c1e-4-alpha1` (smi-c0.0001-alpha1-v3.jsonl, d = 250 ... 1000) and `smi-c1e-4-alpha2`
+(smi-c0.0001-alpha2-v3.jsonl, d = 250 ... 2000). The logged
 instances are the grid's (16 seeds a cell), so `--max-seeds` is at most 16 here. Printed per case: the
 design's window and seeds per size, its per-size onsets and extrapolation (level 2, d^-1/3) beside the grid's
 on the same instances, the rounds it took, and its share of the grid's CPU-s (the logged CPU-s of the
@@ -36,6 +37,8 @@ CASES = {
              "files": ("z1z2-small.json",), "window": (0.5, 1.2, 15), "sizes": [250, 500, 1000, 2000]},
     "smi-c0.1-alpha1": {"model": "smi", "params": {"skip": 0.1}, "transition": "alpha1", "exact": None,
                         "files": ("smi-c0.1-alpha1-v2.jsonl",), "window": (0.5, 1.1, 7), "sizes": [250, 500, 1000]},
+    "smi-c1e-4-alpha1": {"model": "smi", "params": {"skip": 1e-4}, "transition": "alpha1", "exact": None,
+                         "files": ("smi-c0.0001-alpha1-v3.jsonl",), "window": (0.5, 1.1, 7), "sizes": [250, 500, 1000]},
     "smi-c1e-4-alpha2": {"model": "smi", "params": {"skip": 1e-4}, "transition": "alpha2", "exact": None,
                          "files": ("smi-c0.0001-alpha2-v3.jsonl",), "window": (0.1, 0.5, 9),
                          "sizes": [250, 500, 1000, 2000]},

@@ -1,7 +1,9 @@
 """The onset's stopping rule (core/onset.py, `settled_low`) replayed on the logged per-iteration runs: does
 stopping the instances whose overlap has settled below a fraction of the level move the onset?
 
-    python benchmarks/onset_stopping.py [--fraction 0.25] [--window 20] [--cap 150]
+    python benchmarks/onset_stopping.py [--fraction F] [--window W] [--cap 150]
+
+(defaults: the smi onset method's stop_fraction and stop_window)
 
 The logs are the `smi_onset.py cap` reruns of stored instances past the sweep's cap (|M_ll| per iteration, 6
 decimals): c = 1 and c = 0.1 at d = 2000, alpha = 0.7 and 0.8, to 450 iterations; c = 1e-4 at d = 250,
@@ -83,9 +85,12 @@ def replay(name, fraction, window, cap, level=2.0):
 
 
 def main(argv=None):
+    from seqphase.core.models import get_model
+
+    defaults = get_model("smi").method("onset").settings
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--fraction", type=float, default=0.25)
-    ap.add_argument("--window", type=int, default=20)
+    ap.add_argument("--fraction", type=float, default=defaults["stop_fraction"].default)
+    ap.add_argument("--window", type=int, default=defaults["stop_window"].default)
     ap.add_argument("--cap", type=int, default=150)
     a = ap.parse_args(argv)
     wrong = sum(replay(name, a.fraction, a.window, a.cap) for name in LOGS)
