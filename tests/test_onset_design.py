@@ -175,3 +175,36 @@ def test_the_smi_onset_declares_the_design_and_its_layout_holds_max_seeds():
     assert len(layout.extra_dims["seed"]) == settings["max_seeds"]
     assert {"alpha1_stopped", "alpha1_n_seeds", "alpha2_step_lo"} <= set(layout.variables)
     assert isinstance(method.settings["alpha1_se"], Param)
+
+
+def test_the_smi_sequential_point_runs_as_rounds_of_works_and_equals_the_serial_run(tmp_path, client):
+    """A tiny smi point (d = 20, 40; 3 seeds to start, 3 more at a time up to 6; 8 iterations) through the real
+    local cluster and the store: its rounds of works give the serial `Method.run`'s outputs bit for bit, NaN /
+    -1 where the design ran nothing. (Sizes this small only exercise the machinery.)"""
+    from seqphase.cluster.driver import run_sweep
+    from seqphase.core.models import check_outputs, get_model, point_stream
+    from seqphase.results.store import Store
+    from seqphase.sweeps.planner import plan_sweep
+    from seqphase.sweeps.spec import load_sweep
+
+    window = "\n".join(f"{t}_lo = 0.2\n{t}_hi = 3.0\n{t}_n = 8\n{t}_se = 0.01" for t in ("alpha2", "alpha1"))
+    spec = tmp_path / "smi-seq.toml"
+    spec.write_text('name = "smi-seq"\nmodel = "smi"\nseed = 47\n[params]\nskip = 1.0\n[method]\nname = "onset"\n'
+                    'sizes = [20, 40]\nn_seeds = 3\nmax_seeds = 6\nseed_batch = 3\nmax_iter = 8\n' + window + "\n")
+    plan = plan_sweep(load_sweep(str(spec)))
+    group = Store(tmp_path / "s.zarr").prepare(plan)
+    summary = run_sweep(plan, group, client, progress=False)
+    assert (summary.done, summary.failed) == (1, 0)
+    point = plan.points[0]
+    model = get_model("smi")
+    params, settings = plan.point_inputs(point)
+    expected = check_outputs(model, "onset", settings,
+                             model.run("onset", params, settings, point_stream(plan.sweep.seed, point.seed_key)))
+    for t in ("alpha2", "alpha1"):
+        for name in ("gamp", "gamp_se", "gamp_d", "overlap_1", "overlap_2", "n_iter", "stopped", "n_seeds",
+                     "step_lo", "step_hi", "rounds"):
+            got = group.read(f"{t}_{name}")[group.index_of(point)]
+            assert np.array_equal(got, expected[f"{t}_{name}"], equal_nan=True), (t, name)
+        ran = expected[f"{t}_n_iter"] >= 0
+        assert np.array_equal(ran, np.isfinite(expected[f"{t}_overlap_1"]))  # NaN exactly where nothing ran
+        assert expected[f"{t}_n_seeds"].max() == 6  # the target 0.01 is out of reach: seeds up to max_seeds
