@@ -126,19 +126,13 @@ def grid_estimate(spec, logged, settings):
     bootstrap draws of a grid point (rng of the point's stream), for the comparison."""
     lo, hi, n = spec["window"]
     alphas = np.linspace(lo, hi, n)
-    t = spec["transition"]
-    obs = CASES_OBS(spec)
+    obs = get_model(spec["model"]).method("onset").transitions[spec["transition"]]
     table = np.array([[[logged[(d, round(float(a), 9), s)][0][obs] for s in range(16)] for a in alphas]
                       for d in spec["sizes"]])
     values, ses = onset.onsets_by_size(alphas, table, spec["sizes"], level=settings["level"],
                                        rng=np.random.default_rng(0))
     inf, se, chi2 = onset.extrapolate(spec["sizes"], values, ses, settings["correction"])
-    del t
     return {"d": values, "d_se": ses, "inf": inf, "se": se, "chi2": chi2}
-
-
-def CASES_OBS(spec):
-    return get_model(spec["model"]).method("onset").transitions[spec["transition"]]
 
 
 def main(argv=None):

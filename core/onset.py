@@ -426,9 +426,9 @@ class OnsetMethod(Method):
         sizes, n = settings["sizes"], settings["n_seeds"]
         windows = self.windows(settings)
         works = []
-        for ti, (t, alphas) in enumerate(windows.items()):
-            for si, d in enumerate(sizes):
-                for j, alpha in enumerate(alphas):
+        for t, alphas in windows.items():
+            for si in range(len(sizes)):
+                for j in range(len(alphas)):
                     for s in range(n):
                         works.append(self.instance_work(params, settings, seed_sequence, t, si, j, s))
         results = yield works
