@@ -43,8 +43,9 @@ version 4 does, glm's and multiindex's run the grid):
 - sequential: sizes in ascending order; each starts from the two adjacent window alphas around the onset
   the smaller sizes predict (none yet: the window's middle pair; one: its onset; more: the straight line in
   d^-nu through them), and its window grows by one alpha at an end while the mean there is on the wrong
-  side of the level in more than `margin` of the seed resamples (`end_doubts`; 5% an end keeps the rule's
-  10% refusal for both). Then, while the extrapolation's s.e. exceeds the transition's target `<t>_se`,
+  side of the level in more than `margin` of the seed resamples (`end_doubts`), and at both ends (where the
+  grid has alphas) while the rule's own bootstrap still refuses it (the crossing leaves the window in > 10%
+  of the resamples). Then, while the extrapolation's s.e. exceeds the transition's target `<t>_se`,
   `seed_batch` more seeds run at every alpha of the size where they shrink the intercept's variance most
   per cost (alpha x d x seeds; `cheapest_gain`), up to `max_seeds`. An instance is the grid's instance of
   the same (size, alpha step, seed), on the same stream, so where the grid's means beyond a size's window
@@ -502,13 +503,24 @@ class OnsetMethod(Method):
                              for j in range(lo, hi + 1)])
 
         def settle(si):
-            """Extend size si's window until both ends lie on their side of the level (`end_doubts`)."""
+            """Extend size si's window until both ends lie on their side of the level (`end_doubts`) and the
+            rule's bootstrap finds the crossing inside it (else both ends grow by one alpha, where the grid
+            has one)."""
             while True:
                 lo, hi = span[si]
                 low_doubt, high_doubt = end_doubts(table(si), sizes[si], level=level, margin=margin)
                 more = ([lo - 1] if low_doubt else []) + ([hi + 1] if high_doubt else [])
                 if not more:
-                    return
+                    try:
+                        onset_at_size(alphas[lo:hi + 1], table(si), sizes[si], level=level,
+                                      rng=self._boot_rng(seed_sequence, t))
+                        return
+                    except OnsetWindowError:
+                        bad = diverged(table(si))
+                        # ends settled, yet > 10% of the resampled crossings leave: grow where the grid allows
+                        more = [k for k in (lo - 1, hi + 1) if 0 <= k < len(alphas)]
+                        if not more or np.any(2 * bad.sum(axis=1) > bad.shape[1]):
+                            raise  # the whole grid, or an alpha where most runs diverged: no window helps
                 if min(more) < 0 or max(more) >= len(alphas):
                     side = "lo" if min(more) < 0 else "hi"
                     raise OnsetWindowError(f"at d = {sizes[si]} the {t} crossing lies at the window's edge (alpha "

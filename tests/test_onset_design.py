@@ -145,6 +145,23 @@ def test_a_crossing_outside_the_window_is_refused_with_its_reason():
         run(method, settings)
 
 
+def test_a_window_the_rules_bootstrap_refuses_grows_at_both_ends(monkeypatch):
+    """Ends that look settled, yet the rule's bootstrap refuses the window (here: any window under 4 alphas):
+    the design widens it at both ends instead of failing the point."""
+    method, settings = toy()
+    real, refused = onset.onset_at_size, []
+
+    def picky(alphas, overlaps, d, **kwargs):
+        if len(alphas) < 4:
+            refused.append(d)
+            raise onset.OnsetWindowError(f"at d = {d} the crossing leaves the window in 50% of the seed resamples")
+        return real(alphas, overlaps, d, **kwargs)
+
+    monkeypatch.setattr(onset, "onset_at_size", picky)
+    out, _ = run(method, settings)
+    assert refused and np.all(out["alpha_step_hi"] - out["alpha_step_lo"] >= 3)  # grown where the grid allows
+
+
 def test_the_design_helpers():
     assert onset.first_pair(np.linspace(0, 1, 7), None) == 2
     assert onset.first_pair(np.linspace(0, 1, 11), 0.35) == 3 and onset.first_pair(np.linspace(0, 1, 11), 5.0) == 9
