@@ -69,11 +69,52 @@ def _text(value):
 
 def run(sweep, *, set=None, name=None, store=None, client=None, cluster="local", workers=None,  # noqa: A002
         retries=2, progress=True, slurm_profile=None, access=None):
-    """Run a sweep (resuming: only points not done are computed) and return its results as an
-    `xarray.Dataset` (`seqphase.open_results`). Points that failed after `retries` are recorded in the
-    store (`seqphase.status(...).failures`) and left NaN; a warning says how many. `progress` shows the
-    progress meter (a line updated in place on a terminal or in Jupyter); two lines (what runs, how it
-    ended) go to stderr always."""
+    """Run a sweep, resuming, and return its results.
+
+    Only points not already done in the store are computed. Points that still fail after `retries` are
+    recorded in the store (``seqphase.status(...).failures``) and left NaN; a warning says how many.
+
+    Parameters
+    ----------
+    sweep : str, pathlib.Path or dict
+        A shipped sweep name (`list_sweeps`), a path to a ``.toml`` spec, or a dict with the spec's fields.
+    set : dict or list of str, optional
+        Overrides of parameters or method settings, as ``{"alpha": "0.5:3:6", "d": [250, 500]}`` or as the
+        command line's ``["alpha=0.5:3:6", "d=250,500"]``. Several values make a grid axis.
+    name : str, optional
+        Store under this sweep name instead of the spec's.
+    store : str or pathlib.Path, optional
+        The zarr store (default ``$SEQPHASE_STORE``, else ``./seqphase.zarr``).
+    client : distributed.Client, optional
+        A client you hold (a LocalCluster's, a dask-jobqueue SLURMCluster's): the points are submitted to
+        it and it is never closed. Without one, seqphase starts and stops its own cluster.
+    cluster : str
+        Without `client`: ``"local"`` (an embedded LocalCluster), ``"slurm"`` (with `slurm_profile`) or a
+        scheduler address ``tcp://HOST:PORT`` / ``tls://HOST:PORT``.
+    workers : int, optional
+        Local worker processes (default: one per core).
+    retries : int
+        Retries of a point that raises before it is recorded as failed.
+    progress : bool
+        Show the progress meter (a line updated in place on a terminal or in Jupyter). Two lines, what
+        runs and how it ended, go to stderr always.
+    slurm_profile : seqphase.cluster.slurm.Profile, optional
+        The SLURM profile (``seqphase.cluster.slurm.load_profile(path)``) for ``cluster="slurm"``.
+    access : seqphase.cluster.security.Access, optional
+        TLS and dashboard options of the cluster seqphase starts (default: TLS, no dashboard).
+
+    Returns
+    -------
+    xarray.Dataset
+        The stored results, as `open_results` returns them.
+
+    Raises
+    ------
+    seqphase.core.errors.SeqphaseError
+        Bad input (spec, store, cluster): one line naming the field and the fix; nothing was written.
+    KeyboardInterrupt
+        After an interrupt: what was stored is kept; call again to resume.
+    """
     swept = load(sweep, set=set, name=name)
     summary, store_path = execute(swept, "resume", store=store, client=client, cluster=cluster, workers=workers,
                                   retries=retries, progress=progress, slurm_profile=slurm_profile, access=access)
@@ -82,7 +123,23 @@ def run(sweep, *, set=None, name=None, store=None, client=None, cluster="local",
 
 def retry_failed(sweep, *, store=None, client=None, cluster="local", workers=None, retries=2, progress=True,
                  slurm_profile=None, access=None):
-    """Rerun only the points of a stored sweep that are recorded as failed; returns the Dataset."""
+    """Rerun only the points of a stored sweep that are recorded as failed.
+
+    The sweep is rebuilt from the spec stored with it, so its model must still be importable. For a
+    point that failed on one seed, only that seed is rerun (the others were kept).
+
+    Parameters
+    ----------
+    sweep : str
+        The sweep's name in the store.
+    store, client, cluster, workers, retries, progress, slurm_profile, access
+        As for `run`.
+
+    Returns
+    -------
+    xarray.Dataset
+        The stored results.
+    """
     swept = stored_sweep(sweep, store)
     summary, store_path = execute(swept, "retry-failed", store=store, client=client, cluster=cluster,
                                   workers=workers, retries=retries, progress=progress, slurm_profile=slurm_profile,
@@ -177,8 +234,24 @@ def execute(sweep, mode, *, store=None, client=None, cluster="local", workers=No
 
 @dataclass
 class Status:
-    """What a store says of a sweep: counts of points by state, each failure, the runs so far, and the
-    report `seqphase status` prints (`text`)."""
+    """What a store says of a sweep (returned by `status`).
+
+    Attributes
+    ----------
+    name, model, method : str
+        The sweep, its model and method.
+    grid : dict
+        Dim -> number of values.
+    done, failed, pending, damaged, requested : int
+        Points by state; damaged points sit in a chunk that fails its checksum or that a run wrote and
+        is gone (`seqphase run` recomputes them).
+    failures : list of (dict, str)
+        Each failed point's parameters and reason.
+    runs : list of dict
+        One record per run: start, end, host, SLURM job, outcome, counts.
+    text : str
+        The report `seqphase status` prints (also ``str(status)``).
+    """
 
     name: str
     model: str
@@ -198,7 +271,22 @@ class Status:
 
 
 def status(sweep, store=None):
-    """Points done / failed / pending / damaged of a stored sweep, its failures and runs (read only)."""
+    """Points done / failed / pending / damaged of a stored sweep, its failures and runs.
+
+    Reads the store only (it changes no byte of it) and never asks SLURM.
+
+    Parameters
+    ----------
+    sweep : str
+        The sweep's name in the store.
+    store : str or pathlib.Path, optional
+        As for `run`.
+
+    Returns
+    -------
+    Status
+        Counts, failures, runs, and the printed report as ``text``.
+    """
     from seqphase.results.lock import LOCK_NAME, judge, read_holder
     from seqphase.results.parts import Parts
     from seqphase.results.query import sweep_name
@@ -268,7 +356,13 @@ def manifest_notes(group):
 
 
 def list_sweeps():
-    """The shipped sweeps: [{name, model, method, points, title}], sorted by name."""
+    """The shipped sweeps, sorted by name.
+
+    Returns
+    -------
+    list of dict
+        One ``{"name", "model", "method", "points", "title"}`` per sweep of ``sweeps/specs/``.
+    """
     from seqphase.sweeps.spec import load_sweep, shipped_specs
 
     out = []
@@ -284,8 +378,32 @@ def list_sweeps():
 
 def reproduce(paper, *, quick=False, store=None, output=None, client=None, cluster="local", workers=None,
               retries=2, progress=True, slurm_profile=None, access=None, stream=None):
-    """Run every sweep of a paper (resuming what is stored) on one cluster and write the report folder
-    (index.html, agreement.csv, figures). Returns (path of index.html, agreement rows, failed points)."""
+    """Run every sweep of a paper on one cluster and write its report folder.
+
+    What is stored already is resumed. The report is one offline page, ``index.html``, with a figure per
+    sweep, the agreement table with the published data (also ``agreement.csv``) and provenance.
+
+    Parameters
+    ----------
+    paper : str
+        A paper id: ``glm``, ``multiindex``, ``smi``, ``aim``, ``quadratic``, ``erm``, ``bsr``
+        (``seqphase reproduce --list``).
+    quick : bool
+        Run the reduced grids the report lists, stored as ``NAME.quick``.
+    output : str or pathlib.Path, optional
+        The report folder (default ``./reproduce-PAPER`` or ``./reproduce-PAPER-quick``).
+    store, client, cluster, workers, retries, progress, slurm_profile, access
+        As for `run`.
+    stream : file, optional
+        Where the progress lines go (default stderr).
+
+    Returns
+    -------
+    tuple
+        ``(path of index.html, agreement rows, number of failed points)``; each row
+        (``seqphase.results.report.Row``) holds the figure, curve, quantity, ours, published, deviation,
+        tolerance, where the tolerance comes from, and the verdict.
+    """
     from seqphase.cluster import run_sweep
     from seqphase.results.migrate import require_current_names
     from seqphase.results.report import MARKER
@@ -328,10 +446,34 @@ def reproduce(paper, *, quick=False, store=None, output=None, client=None, clust
 
 
 def check(target, *, set=None, seed=0):  # noqa: A002
-    """Run the identity battery (core/plugin_check.py) on a user channel or prior named "module:Class"
-    (or a registered short name), built with its defaults and `set` ({keyword: value} or "NAME=V"
-    strings). Returns (kind, [Row]); bad input (cannot import, not a plug-in, a constructor or method
-    that raises, NaN, wrong shapes) raises SeqphaseError."""
+    """Run the identity battery on a user channel or prior (``seqphase check``).
+
+    The battery (``core/plugin_check.py``): the Nishimori identities with labels drawn by the plug-in's
+    sampler, finite-difference Jacobians, a batch equal to its samples one by one, finite values at the
+    edges, and the plug-in's own closed forms against the derived ones.
+
+    Parameters
+    ----------
+    target : str
+        ``"module:Class"`` of a `seqphase.Likelihood` or `seqphase.Prior`, or a short name an installed
+        package registers.
+    set : dict or list of str, optional
+        Constructor keywords, ``{keyword: value}`` or ``"NAME=V"`` strings; the others take their defaults.
+    seed : int
+        Seed of the battery's draws.
+
+    Returns
+    -------
+    tuple
+        ``(kind, rows)``: ``"channel"`` or ``"prior"``, and one row per identity with ``identity``,
+        ``measured``, ``tolerance`` and ``passes``.
+
+    Raises
+    ------
+    seqphase.core.errors.SeqphaseError
+        The class cannot be imported, is not a plug-in, raises in its constructor or methods, returns NaN
+        or the wrong shapes.
+    """
     from seqphase.core import plugin_check, plugins
 
     kind, info = plugins.load_either(target, "MODULE:CLASS")
@@ -354,7 +496,12 @@ def check(target, *, set=None, seed=0):  # noqa: A002
     plugin = plugins.instantiate(info, values, "MODULE:CLASS")
     plugins.smoke_test(plugin, kind, "MODULE:CLASS")
     try:
-        if kind == "channel":
+        if kind == "channel" and int(getattr(plugin, "p", 1)) > 1:
+            from seqphase.core.multiindex.plugin_channel import DerivedVectorChannel
+
+            channel = DerivedVectorChannel(plugin, name=target, tol=1e-8)  # finite differences: tol / h < 1e-5
+            rows = plugin_check.check_vector_channel(channel, seed=seed)
+        elif kind == "channel":
             rows = plugin_check.check_channel(plugins.DerivedScalarChannel(plugin, name=target), seed=seed)
         else:
             from seqphase.core.glm.priors import DerivedPrior

@@ -42,7 +42,7 @@ def build_parser():
 
     def add_slurm(p):
         p.add_argument("--profile", default=None, metavar="FILE",
-                       help="SLURM profile .toml: partition, cores, memory, walltime, ... (docs/slurm.md)")
+                       help="SLURM profile .toml: partition, cores, memory, walltime, ... (docs/howto/slurm.md)")
         p.add_argument("--jobs", default=None, help="SLURM worker jobs to keep running, or `auto`: adaptive between "
                        "the profile's min_jobs and max_jobs (profile: jobs)")
         p.add_argument("--partition", default=None, help="SLURM partition (overrides the profile)")

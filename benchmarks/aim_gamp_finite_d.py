@@ -1,6 +1,6 @@
 """Finite-d bias of AIM GAMP-RIE (softmax, T = 2, rho = 0.5) and its extrapolation d -> infinity.
 
-At d = 100 the GAMP error sits above the Bayes-optimal SE by ~0.02 at alpha = 0.1 (docs/aim.md). This
+At d = 100 the GAMP error sits above the Bayes-optimal SE by ~0.02 at alpha = 0.1 (docs/validation/aim.md). This
 script measures the mean error over `--seeds` instances at several d (each instance from
 SeedSequence([SEED, d, alpha * 1e6]).spawn, the same at every run), fits mean(d) = e_inf + b / d by
 weighted least squares (weights 1 / s.e.^2), and prints e_inf with its standard error next to the SE.

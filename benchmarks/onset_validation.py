@@ -2,7 +2,7 @@
 
 - `phase-retrieval`: real phase retrieval (glm, gaussian prior, y = |z|), weak recovery at alpha = 1/2;
 - `z1z2`: the multi-index model y = z1 z2 (p = 2, gaussian prior), weak learnability at alpha = 0.593751
-  (the SE's linear stability; the SE bisection gives 0.593632: docs/multiindex.md). This case was run
+  (the SE's linear stability; the SE bisection gives 0.593632: docs/validation/multiindex.md). This case was run
   after the rule and its default (level 2, d^-1/3) were fixed on phase retrieval, and nothing of the rule
   was changed after it: it tests the rule, it did not shape it.
 
@@ -17,7 +17,7 @@ alphas), d = 2000, 4000 on 0.5..1.0 (11 alphas), at most 300 iterations (~15 CPU
 window chosen to bracket the finite-d onsets seen on 3 seeds at d = 500 and 1000: ~0.8 there).
 `table` applies the rule on the case's common window (phase retrieval: 0.5..1.0; z1z2: each size's own) at
 levels 1.5, 2, 3 and extrapolates with each
-correction, on all sizes and on the three largest (docs/onset.md).
+correction, on all sizes and on the three largest (docs/validation/onset.md).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """A part of one `smi-thresholds-gamp` point, run by the sweep's own works: the instances of one transition at
-some of the sweep's sizes, for the evidence tables of docs/smi.md before the whole point has been run.
+some of the sweep's sizes, for the evidence tables of docs/validation/smi.md before the whole point has been run.
 
     python benchmarks/smi_onset.py run --skip 0.1 --transition alpha1 --sizes 250,500 [--seeds 16,8] [--workers 2]
     python benchmarks/smi_onset.py table --skip 0.1 --transition alpha1 [--log FILE | --store STORE] [--markdown]
@@ -25,7 +25,7 @@ extrapolation d -> infinity over those sizes. With `--store` it reads the sweep'
 of a log: the stored instances once the point is done, else the works the sweep has finished so far (its parts,
 results/parts.py): a look at a point still running, with each size's cost as its works kept it (s of work, the
 sum of their one-thread workers' wall times, as the stored runtime_s). `--markdown` prints the table of
-docs/smi.md (mean overlap and the instances above the level per alpha, the onset per size).
+docs/validation/smi.md (mean overlap and the instances above the level per alpha, the onset per size).
 `parts` hands the instances of both transitions' logs at that skip to `seqphase run smi-thresholds-gamp
 --store STORE` as finished works of the point (results/parts.py, under the point's hash), so the sweep runs
 only the works not run here. It first reruns the smallest-size instance of each log through the point's
@@ -554,7 +554,7 @@ def main(argv=None):
             source.add_argument("--log", default=None, help="another log than this version's (e.g. an earlier version's)")
             source.add_argument("--store", default=None, help="read the sweep's point in this store (done, or its "
                                                               "finished works so far)")
-            p.add_argument("--markdown", action="store_true", help="the table of docs/smi.md")
+            p.add_argument("--markdown", action="store_true", help="the table of docs/validation/smi.md")
         p.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUES")
         if name == "run":
             p.add_argument("--sizes", required=True, help="comma-separated, a subset of the sweep's sizes")

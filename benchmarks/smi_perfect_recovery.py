@@ -1,5 +1,5 @@
-"""The perfect-recovery threshold of the noiseless SMI SE at 2 and 3 layers, two ways (docs/smi.md "The
-counting identity and the perfect-recovery threshold" and "Three layers: perfect recovery").
+"""The perfect-recovery threshold of the noiseless SMI SE at 2 and 3 layers, two ways (docs/validation/smi.md "The
+counting identity and the perfect-recovery threshold" and "The noiseless limit at three layers: perfect recovery above alpha = 3/2").
 
     python benchmarks/smi_perfect_recovery.py channel [--depth 3] [--skip 1] [--n 4096] [--scrambles 2]
                                                       [--alphas 1.3,1.5,1.7]

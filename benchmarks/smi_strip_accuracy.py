@@ -1,6 +1,6 @@
 """Accuracy and cost of the small-skip posterior (strip coordinates, c <~ 0.4) against the tests'
 independently graded dense grid, optionally beside another version of `core/smi/posterior.py`
-(docs/smi.md "Refinement per axis", docs/benchmarks.md).
+(docs/validation/smi.md "Channel accuracy", docs/benchmarks.md).
 
     python benchmarks/smi_strip_accuracy.py [--skips 0.1,0.01,1e-4] [--before FILE] [--seed 2026]
     # FILE: e.g. git show f36e84a:core/smi/posterior.py > /tmp/posterior_before.py

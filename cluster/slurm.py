@@ -224,7 +224,7 @@ def load_profile(path=None, *, jobs=None, partition=None, walltime=None):
             text = Path(path).read_text()
         except OSError as exc:
             raise ClusterError("--profile", f"cannot read {path} ({exc.strerror or exc})",
-                               "give the path of a SLURM profile .toml (see docs/slurm.md)")
+                               "give the path of a SLURM profile .toml (see docs/howto/slurm.md)")
         try:
             raw = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:

@@ -200,6 +200,34 @@ class Method:
     sweep of the method (the default is the generic figure of `core/figures.py`). `Model.layout`,
     `Model.run` and `Model.figure` only look the method up and delegate, so a model is a table of
     parameters and methods.
+
+    Parameters
+    ----------
+    settings : dict
+        Setting name -> `Param` (kind, range, default): what `[method]` of a spec may set.
+    version : int
+        The algorithm version. It is part of every point's hash: bump it when the stored values would
+        change, so that points computed by the old code are recomputed.
+    doc : str
+        One line: what the method computes.
+    axes : dict, optional
+        Grid dim -> the setting of kind ``"choices"`` that spans it (e.g. the ``transition`` of a
+        threshold search).
+    excludes : tuple, optional
+        Model parameters the method does not take (a threshold search computes ``alpha``).
+
+    Notes
+    -----
+    The code of a point:
+
+    - ``layout(settings) -> Layout``: the variables a point returns and their extra dims;
+    - ``run(params, settings, seed_sequence) -> dict``: one point, every random draw from
+      ``seed_sequence`` (a `numpy.random.SeedSequence`);
+    - or ``tasks(params, settings, seed_sequence)``: a generator that yields lists of `Work`, receives
+      ``{key: result}`` for each list and returns the point's outputs; each Work is its own Dask task
+      (`SeededMethod` writes it for independent instances);
+    - ``check(params, settings)``: optional validation of one point before anything runs;
+    - ``figure(plt, ds, companions)``: optional, the Figure of a stored sweep.
     """
 
     settings: dict
@@ -289,7 +317,29 @@ class SeededMethod(Method):
 
 @dataclass
 class Model:
-    """Base class of a model family (see the module docstring for the contract)."""
+    """Base class of a model family: a table of parameters and methods.
+
+    A spec names a model by its registry name (`MODELS`) or, for one of your own, as
+    ``"package.module:ClassName"`` (importable on the driver and every worker).
+
+    Parameters
+    ----------
+    name : str
+        The model's name (as the registry knows it).
+    description : str
+        One line: the model.
+    params : dict
+        Parameter name -> `Param`. Each parameter becomes a dim of the stored dataset, so a changed
+        value is a new point, never an overwrite.
+    methods : dict
+        Method name ("se", "gamp", ...) -> `Method`.
+
+    Notes
+    -----
+    ``check_point(method, params)`` may be overridden to check relations between the parameters of one
+    point (raise `ParameterError`). `layout`, `run` and `figure` look the method up and delegate to it,
+    so a family writes no dispatch on method names.
+    """
 
     name: str = ""
     description: str = ""

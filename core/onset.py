@@ -26,7 +26,7 @@ window [lo, hi]:
    transition of the linearised algorithm (nu = 1/3). On phase retrieval (d = 250..4000, 16 seeds, level 2)
    nu = 1/3 gives 0.486 +- 0.037 for the exact 1/2, nu = 1/2 0.550 +- 0.028, nu = 1 0.613 +- 0.024; on the
    multi-index y = z1 z2 (SE: 0.5938; d = 250..2000, run after this default was fixed) nu = 1/3 gives
-   0.520 +- 0.081, nu = 1/2 0.616 +- 0.049, nu = 1 0.714 +- 0.026 (docs/onset.md).
+   0.520 +- 0.081, nu = 1/2 0.616 +- 0.049, nu = 1 0.714 +- 0.026 (docs/validation/onset.md).
 
 Fitting the rise instead (a quadratic through the mean overlaps above the floor, extrapolated to zero)
 was tried and dropped: at d = 250 the rise of phase retrieval starts 0.3 above 1/2 and its curvature

@@ -1,7 +1,9 @@
 """The identity battery of a user plug-in (`seqphase check MODULE:CLASS`): what must hold for any honest
 channel or prior, checked on the plug-in as the families will use it.
 
-Channel (a p = 1 `Likelihood`, through `plugins.DerivedScalarChannel`), at a few cavities (omega, V):
+Channel (a p = 1 `Likelihood`, through `plugins.DerivedScalarChannel`; a p = 2 one through the multi-index
+family's derived channel, `check_vector_channel`, the same identities per component), at a few cavities
+(omega, V):
 - Nishimori: with y drawn by the plug-in's sampler at z ~ N(omega, V), E[g_out] = 0 and
   E[g_out^2 + dg] = 0. A sampler that disagrees with the likelihood (draws labels the likelihood does
   not give, or flips them) breaks them; the score is the largest |mean| in Monte-Carlo standard errors.
@@ -160,6 +162,101 @@ def check_channel(channel, seed=0):
     return rows
 
 
+#: the cavities (omega (2,), V (2, 2)) at which a p = 2 channel is checked: the origin, a correlated
+#: cavity, small and large variances
+VECTOR_CAVITIES = (((0.0, 0.0), ((1.0, 0.0), (0.0, 1.0))), ((0.7, -0.4), ((0.5, 0.2), (0.2, 0.4))),
+                   ((-1.3, 0.8), ((0.2, -0.05), (-0.05, 0.1))), ((0.3, 1.5), ((3.0, 0.5), (0.5, 2.0))))
+VECTOR_DRAWS = 400  # each a 2-d quadrature: the Monte-Carlo rows are held to 5 s.e. of 400 draws
+
+
+def check_vector_channel(channel, seed=0):
+    """The battery of a p = 2 channel with the multi-index interface (`posterior`, `g_out`, `sample`,
+    `labels`: core/multiindex/plugin_channel.py), at `VECTOR_CAVITIES`; returns [Row]. The same identities
+    as `check_channel`, per component: Nishimori E[g] = 0 and E[g g^T + dg] = 0 with y drawn by the
+    sampler, the label law (discrete y), g = grad log Z_out and dg = grad g by central differences, the
+    closed form `log_partition(y, omega, V)` where the class gives one, a batch equal to its samples one
+    by one, finite g and dg at the edges."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    nishimori_1 = nishimori_2 = law = 0.0
+    for omega, V in VECTOR_CAVITIES:
+        omega, V = np.asarray(omega, float), np.asarray(V, float)
+        z = omega + rng.standard_normal((VECTOR_DRAWS, 2)) @ np.linalg.cholesky(V).T
+        y = channel.sample(z, rng)
+        g, dg = channel.g_out(y, np.broadcast_to(omega, z.shape), V)
+        second = g[:, :, None] * g[:, None, :] + dg
+        nishimori_1 = max(nishimori_1, max(_mc_score(g[:, i]) for i in range(2)))
+        nishimori_2 = max(nishimori_2, max(_mc_score(second[:, i, j]) for i in range(2) for j in range(i, 2)))
+        if channel.discrete:
+            labels = channel.labels()
+            counts = np.array([(y == label).sum() for label in labels], float)
+            expected = VECTOR_DRAWS * np.exp(channel.posterior(labels, np.broadcast_to(omega, (labels.size, 2)), V)[0])
+            keep = expected > 0
+            chi2 = float((((counts - expected) ** 2)[keep] / expected[keep]).sum())
+            dof = max(int(keep.sum()) - 1, 1)
+            law = max(law, math.inf if (counts[~keep] > 0).any() else (chi2 - dof) / math.sqrt(2 * dof))
+    rows.append(Row("nishimori E[g_out] = 0 (sampler vs likelihood), max |mean| / s.e.", nishimori_1, MC_SIGMAS))
+    rows.append(Row("nishimori E[g_out g_out^T + dg] = 0, max |mean| / s.e.", nishimori_2, MC_SIGMAS))
+    if channel.discrete:
+        rows.append(Row("label law: sampler frequencies vs Z_out(y), (chi2 - dof) / sqrt(2 dof)", law, MC_SIGMAS))
+
+    h = 1e-3
+    fd_g = fd_dg = 0.0
+    for omega, V in VECTOR_CAVITIES:
+        omega, V = np.asarray(omega, float), np.asarray(V, float)
+        z = omega + rng.standard_normal((4, 2)) @ np.linalg.cholesky(V).T
+        y = channel.sample(z, rng)
+        om = np.broadcast_to(omega, z.shape)
+        g, dg = channel.g_out(y, om, V)
+        scale = 1.0 / math.sqrt(np.linalg.eigvalsh(V).min())
+        for i in range(2):
+            step = np.zeros(2)
+            step[i] = h
+            lz_plus, lz_minus = channel.posterior(y, om + step, V)[0], channel.posterior(y, om - step, V)[0]
+            g_plus, g_minus = channel.g_out(y, om + step, V)[0], channel.g_out(y, om - step, V)[0]
+            fd_g = max(fd_g, float(np.max(np.abs((lz_plus - lz_minus) / (2 * h) - g[:, i]))
+                                    / (scale + np.abs(g).max())))
+            fd_dg = max(fd_dg, float(np.max(np.abs((g_plus - g_minus) / (2 * h) - dg[:, :, i]))
+                                     / (scale**2 + np.abs(dg).max())))
+    # central differences: h^2 / 6 times a third derivative of relative size ~1/V^3 (1e-6 at the
+    # narrowest cavity here), plus the quadrature's error over h
+    rows.append(Row("jacobian g = grad log Z_out (finite differences), relative", fd_g, 1e-4))
+    rows.append(Row("jacobian dg = grad g (finite differences), relative", fd_dg, 1e-4))
+
+    closed = getattr(channel.plugin, "log_partition", None)
+    if closed is not None:
+        worst = 0.0
+        for omega, V in VECTOR_CAVITIES:
+            omega, V = np.asarray(omega, float), np.asarray(V, float)
+            z = omega + rng.standard_normal((6, 2)) @ np.linalg.cholesky(V).T
+            y = channel.sample(z, rng)
+            om = np.broadcast_to(omega, z.shape)
+            derived = channel.posterior(y, om, V)[0]
+            given = np.asarray(plugins.call(channel.plugin, "log_partition", y, om, V), float)
+            ok = np.isfinite(derived)
+            worst = max(worst, float(np.max(np.abs(derived - given)[ok], initial=0.0)))
+        rows.append(Row("closed form log_partition vs derived, max difference", worst, CLOSED_TOL))
+
+    z = rng.standard_normal((6, 2))
+    y = channel.sample(z, rng)
+    om, V = 0.5 * z, np.array([[0.6, 0.1], [0.1, 0.4]])
+    batch = np.concatenate([channel.log_likelihood(y, z), channel.g_out(y, om, V)[0].ravel()])
+    single = np.concatenate([np.array([channel.log_likelihood(y[i:i + 1], z[i:i + 1])[0] for i in range(6)]),
+                             np.concatenate([channel.g_out(y[i:i + 1], om[i:i + 1], V)[0].ravel() for i in range(6)])])
+    difference = np.where(np.isnan(batch - single), 0.0, batch - single)  # -inf - -inf
+    rows.append(Row("a batch equals its samples one by one, max difference", float(np.max(np.abs(difference))), 1e-12))
+
+    worst = 0
+    edge_omega = np.array([[-30.0, 2.0], [8.0, -8.0], [0.0, 0.0], [0.5, 30.0]])
+    for v in (1e-6, 1e-2, 1.0, 100.0):
+        z = edge_omega + math.sqrt(v) * rng.standard_normal(edge_omega.shape)
+        y = channel.sample(z, rng)
+        g, dg = channel.g_out(y, edge_omega, v * np.eye(2))
+        worst += int(np.sum(~np.isfinite(g)) + np.sum(~np.isfinite(dg)))
+    rows.append(Row("finite g_out, dg at the edges (|omega| <= 30, V in 1e-6..100 I), non-finite count", worst, 0.0))
+    return rows
+
+
 def check_prior(prior, seed=0):
     """The battery of a prior as the glm family uses it (`DerivedPrior`: denoise, log_partition, rho,
     sample); returns [Row]."""
@@ -215,4 +312,4 @@ def table(rows):
     return "\n".join(lines)
 
 
-__all__ = ["Row", "check_channel", "check_prior", "table"]
+__all__ = ["Row", "check_channel", "check_prior", "check_vector_channel", "table"]

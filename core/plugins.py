@@ -18,9 +18,11 @@ the entry-point group `seqphase.channels` / `seqphase.priors`). The family deriv
 * Z_out(y, omega, V) = int N(z; omega, V) P(y | z) dz, g_out = d_omega log Z_out and its derivative, by
   adaptive Gauss-Legendre quadrature in t = (z - omega) / sqrt(V) (`numerics.adaptive_moments`:
   steps of a discrete label's likelihood and transitions of any width are located, not smeared);
-* the SE expectations over y: a sum over `labels` weighted by Z_out (discrete y), or, for a continuous
-  y, an average over labels drawn by the plug-in's own sampler at fixed Gaussian nodes and a fixed
-  seed (common random numbers: deterministic, Monte-Carlo error ~ 1/sqrt(`n_label_draws`) per node);
+* the SE expectations over y: a sum over `labels` weighted by Z_out (discrete y: every label's Z_out
+  and moments at all cavities of one SE step on one shared rule, `DerivedScalarChannel.label_table`),
+  or, for a continuous y, an average over labels drawn by the plug-in's own sampler at fixed Gaussian
+  nodes and a fixed seed (common random numbers: deterministic, Monte-Carlo error ~
+  1/sqrt(`n_label_draws`) per node; each label's g_out on a fixed rule, `drawn_moments`);
 * the Bayes-optimal and plug-in test errors (the most probable label's error for discrete y, the
   squared error for continuous y) and whether the channel is even (P(y | z) = P(y | -z)).
 
@@ -48,18 +50,55 @@ import numpy as np
 
 from seqphase.core.channel import ScalarChannel
 from seqphase.core.errors import ParameterError
-from seqphase.core.numerics import GAUSSIAN_EDGES, LOG_SQRT_2PI, adaptive_moments, gauss_hermite, resolve_panels
+from seqphase.core.numerics import (GAUSSIAN_EDGES, LOG_SQRT_2PI, adaptive_moments, gauss_hermite,
+                                    gaussian_kernel_rule, gaussian_window_log_moments,
+                                    gaussian_window_sums, merged_panels,
+                                    resolve_panels, uniform_resolution, unit_legendre)
 
 ENTRY_POINT_GROUPS = {"channel": "seqphase.channels", "prior": "seqphase.priors"}
 
+#: version of the quadratures that derive a p = 1 channel plug-in's quantities (`DerivedScalarChannel`); it
+#: enters the identity of every point with such a channel plug-in. 3: `label_table`'s rule subdivides the
+#: likelihood's joint panels, its flat stretches in closed form, the windows summed in a compiled loop;
+#: 2: the SE's expectations over y on one rule per (omega, V) for all labels (`label_table`), a continuous
+#: y's g_out on a fixed rule (`drawn_moments`); 1 (no suffix in the tag): per-label shared rules and
+#: per-sample adaptive quadrature.
+DERIVED_CHANNEL_VERSION = 3
+#: the same for p = 2 channel plug-ins (core/multiindex/plugin_channel.py), whose derivation has not
+#: changed since the tag first carried a version
+DERIVED_VECTOR_CHANNEL_VERSION = 2
+
 
 class Likelihood:
-    """A user output channel P(y | z), z in R^p. Subclass it and write `log_likelihood(y, z)` (elementwise
-    and broadcasting: for p = 1 z has no trailing axis, for p > 1 it is (..., p); log of the probability of
-    a discrete y, or of the density of a continuous y; -inf where impossible) and `sample(z, rng)` (labels
-    for z, same leading shape). Declare `labels` (the tuple of values of a discrete y, or None) and `p`.
+    """A user output channel P(y | z), z in R^p, for the `glm` family.
+
+    Subclass it, write `log_likelihood` and `sample`, and name the class in a spec as
+    ``channel = "module:Class"``. Z_out, g_out and its derivative, the state evolution's expectations
+    over y and the errors are derived from the likelihood by adaptive quadrature, so every method of
+    the family runs on it; ``seqphase check module:Class`` runs the identity battery on it.
+
+    Attributes
+    ----------
+    labels : tuple or None
+        The values of a discrete y (e.g. ``(-1.0, 1.0)``), or None for a continuous y.
+    p : int
+        The dimension of z (1 for a GLM channel).
+
+    Notes
+    -----
     The constructor's keyword arguments (numbers or booleans, each with a default or required) are model
-    parameters. Optional closed forms, p = 1: `g_out(y, omega, V) -> (g, dg)`, `log_partition(y, omega, V)`.
+    parameters: a spec sets them in ``[params]`` and several values make a grid axis.
+
+    Methods to write:
+
+    - ``log_likelihood(y, z)``: log P(y | z), elementwise and broadcasting (for p = 1 z has no trailing
+      axis, for p > 1 it is ``(..., p)``): the log probability of a discrete y or the log density of a
+      continuous one, ``-inf`` where impossible;
+    - ``sample(z, rng)``: labels y ~ P(y | z) of the same leading shape, drawn from the
+      `numpy.random.Generator` ``rng``.
+
+    Optional closed forms (p = 1), used when present and checked against the derived ones:
+    ``g_out(y, omega, V) -> (g, dg)`` and ``log_partition(y, omega, V)``.
     """
 
     p = 1
@@ -73,11 +112,26 @@ class Likelihood:
 
 
 class Prior:
-    """A user prior P0(x) of the signal's i.i.d. components. Subclass it and write `log_density(x)`
-    (elementwise; for a discrete prior the log probability of each atom) and `sample(shape, rng)`.
-    Declare `atoms` (the tuple of values of a discrete prior) or, for a continuous prior, `support`
-    ((lo, hi), either end may be infinite) and `scale` (the width over which the density varies: the
-    quadrature's first panels). Keyword arguments of the constructor are model parameters."""
+    """A user prior P0(x) of the signal's i.i.d. components, for the `glm` family.
+
+    Subclass it, write `log_density` and `sample`, and name the class in a spec as
+    ``prior = "module:Class"``. The denoiser and its variance are derived by quadrature.
+
+    Attributes
+    ----------
+    atoms : tuple or None
+        The values of a discrete prior, or None for a continuous one.
+    support : tuple
+        ``(lo, hi)`` of a continuous prior; either end may be infinite.
+    scale : float
+        The width over which a continuous density varies (the quadrature's first panels).
+
+    Notes
+    -----
+    Methods to write: ``log_density(x)`` (elementwise; for a discrete prior the log probability of each
+    atom) and ``sample(shape, rng)`` (draws of the given shape from the `numpy.random.Generator` ``rng``).
+    The constructor's keyword arguments are model parameters.
+    """
 
     atoms = None
     support = (-math.inf, math.inf)
@@ -113,8 +167,14 @@ class PluginInfo:
 
     @property
     def tag(self):
-        """The text a point's algorithm version carries, so an edited plug-in recomputes its points."""
-        return f"{self.kind}={self.module}:{self.qualname}@{self.sha256[:16]}"
+        """The text a point's algorithm version carries, so an edited plug-in recomputes its points; a
+        channel's also names the version of its derivation (`DERIVED_CHANNEL_VERSION` for p = 1,
+        `DERIVED_VECTOR_CHANNEL_VERSION` for p = 2)."""
+        derivation = ""
+        if self.kind == "channel":
+            p = getattr(self.cls, "p", 1)
+            derivation = f"/derived-v{DERIVED_CHANNEL_VERSION if p == 1 else DERIVED_VECTOR_CHANNEL_VERSION}"
+        return f"{self.kind}={self.module}:{self.qualname}@{self.sha256[:16]}{derivation}"
 
     def provenance(self):
         return {"name": self.name, "kind": self.kind, "module": self.module, "class": self.qualname,
@@ -235,6 +295,14 @@ def instantiate(info, kwargs, where):
                              "give values the class accepts") from None
 
 
+def for_point(params, kind):
+    """The user's Likelihood or Prior object of one point: the plug-in named by ``params[kind]``, built with
+    the constructor keywords it takes from the point's parameters."""
+    info = load(params[kind], kind)
+    keywords = parameters(info.cls, f"params.{kind}")
+    return instantiate(info, {key: params[key] for key in keywords if key in params}, f"params.{kind}")
+
+
 class PluginFault(ValueError):
     """A plug-in's method returned something unusable (NaN, wrong shape) or raised; the message names
     the class, the method and the fault."""
@@ -303,17 +371,70 @@ def smoke_test(plugin, kind, where=None):
 
 # -- the derived scalar channel (p = 1) ------------------------------------------------------------------
 
+#: what a channel's likelihood looks like (evenness, the panels that resolve each label), found once per
+#: plug-in class and parameter values in a process: every work of a sweep builds its channel anew
+_STRUCTURES = {}
+_STRUCTURES_MAX = 64
+
+
+def kept(cache, key, make, size=8):
+    """cache[key], made by make() when absent; once `size` results are kept, the oldest goes first. The
+    derived channels keep the last few results this way: SE and a threshold ask for the same cavities,
+    labels or spacings in turn, and each is a quadrature."""
+    if key not in cache:
+        if len(cache) >= size:
+            cache.pop(next(iter(cache)))
+        cache[key] = make()
+    return cache[key]
+
+
+def _array_key(*arrays):
+    """A dictionary key of the contents and shape of equally shaped float arrays."""
+    return hashlib.sha1(b"".join(np.ascontiguousarray(a).tobytes() for a in arrays)).digest() + \
+        repr(np.shape(arrays[0])).encode()
+
+
+def _structure(plugin):
+    """The dict in which a plug-in object's resolved structure is kept: shared by every object of the same
+    class (the class object itself: an edited and re-imported module is a new class) and the same
+    attribute values; the object's own dict when an attribute is not a plain hashable value."""
+    try:
+        key = (type(plugin), tuple(sorted(vars(plugin).items())))
+        hash(key)
+    except TypeError:
+        return {}
+    return kept(_STRUCTURES, key, dict, size=_STRUCTURES_MAX)
+
+
+def _joined_runs(lo, hi, label, level, group=None):
+    """Runs (arrays lo, hi, label, level) of one label, one group, that meet at an edge with the same level
+    joined into one, sorted by label and position: every node of a run is within `flat_tol` of its level."""
+    group = np.zeros(lo.size, dtype=np.int64) if group is None else group
+    order = np.lexsort((lo, group, label))
+    lo, hi, label, level, group = lo[order], hi[order], label[order], level[order], group[order]
+    new = np.ones(lo.size, dtype=bool)
+    new[1:] = ((label[1:] != label[:-1]) | (group[1:] != group[:-1]) | (lo[1:] != hi[:-1])
+               | (level[1:] != level[:-1]))
+    start = np.flatnonzero(new)
+    end = np.append(start[1:], lo.size) - 1
+    return lo[start], hi[end], label[start].astype(np.int64), level[start]
+
 
 class DerivedScalarChannel(ScalarChannel):
     """A p = 1 `Likelihood` as the shared scalar channel protocol (`core/channel.py`) that the glm
     family's SE, GAMP, thresholds and onset evaluate: every quantity derived from `log_likelihood` and
     `sample`, or taken from the plug-in's closed forms where it gives them.
 
-    `tol` is the adaptive quadrature's relative tolerance (`numerics.adaptive_moments`): measured on the
-    probit and sign channels, the derived g_out and dg agree with the closed forms within 100 `tol`
-    (1e-11 default: within 1e-9). A continuous y is integrated over `n_label_draws` labels drawn by the
-    plug-in's sampler at each of `n_label_nodes` Gauss-Hermite nodes of z (a fixed seed: the same labels
-    every call).
+    `tol` is the adaptive quadrature's relative tolerance (`numerics.adaptive_moments`) of `moments`, the
+    per-sample g_out that GAMP and `seqphase check` use: measured on the probit and sign channels, the
+    derived g_out and dg agree with the closed forms within 100 `tol` (1e-11 default: within 1e-9).
+    Expectations over y at one cavity variance (SE, thresholds, test errors) use `label_table` instead,
+    accurate in absolute terms to `kernel_tol` + 2 `flat_tol` (measured against the closed forms of sign
+    and probit: within 7e-13 for V in [1e-6, 1]; next to a step, whose location the bisection finds to
+    ~1e-12 in z, up to ~1e-12 / sqrt(V) more). A continuous y is integrated over `n_label_draws` labels drawn
+    by the plug-in's sampler at each of `n_label_nodes` Gauss-Hermite nodes of z (a fixed seed: the same
+    labels every call). What the likelihood looks like (evenness, its panels) is found once per plug-in class and
+    parameter values in a process and shared by every channel object built from them.
     """
 
     n_label_nodes = 24
@@ -331,7 +452,11 @@ class DerivedScalarChannel(ScalarChannel):
         self.discrete = self.labels is not None
         self.closed_g_out = getattr(plugin, "g_out", None) if use_closed_forms else None
         self.closed_log_partition = getattr(plugin, "log_partition", None) if use_closed_forms else None
-        self.even = self._is_even()
+        self._structure = _structure(plugin)
+        if "even" not in self._structure:
+            self._structure["even"] = self._is_even()
+        self.even = self._structure["even"]
+        self._weighted = ()  # (y, omega, moments) while `expect_y` evaluates its function (see there)
 
     # -- what the user wrote -------------------------------------------------------------------------
     def log_likelihood(self, y, z):
@@ -359,15 +484,11 @@ class DerivedScalarChannel(ScalarChannel):
         """(log Z_out, E[t | y], Var[t | y]) with t = (z - omega) / sqrt(V), elementwise on broadcast
         arrays (flattened inside). The last few results are kept: SE asks for log Z_out and g_out of the
         same labels and nodes in turn (`expect_y`), and each is one quadrature."""
+        if self._weighted and y is self._weighted[0] and omega is self._weighted[1]:
+            return self._weighted[2]
         y, omega, V = np.broadcast_arrays(*(np.asarray(a, float) for a in (y, omega, V)))
-        key = hashlib.sha1(b"".join(np.ascontiguousarray(a).tobytes() for a in (y, omega, V))).digest() + \
-            repr(y.shape).encode()
-        cache = self.__dict__.setdefault("_moments_cache", {})
-        if key not in cache:
-            if len(cache) >= 8:
-                cache.pop(next(iter(cache)))
-            cache[key] = self._unique_moments(y, omega, V)
-        return cache[key]
+        key = _array_key(y, omega, V)
+        return kept(self.__dict__.setdefault("_moments_cache", {}), key, lambda: self._unique_moments(y, omega, V))
 
     def _unique_moments(self, y, omega, V):
         """`moments` computed once per distinct (y, omega, V): through the shared rule for a discrete label
@@ -414,18 +535,167 @@ class DerivedScalarChannel(ScalarChannel):
     #: of the cavities' standard deviations one shared rule serves
     shared_nodes_max, shared_spread = 8_000, 1.5
 
-    def label_edges(self, label):
-        """Panel edges over [-z_window, z_window] resolving P(label | z) (cached per label)."""
-        cache = self.__dict__.setdefault("_label_edges", {})
-        if label not in cache:
-            def log_f(z):
-                return self.log_likelihood(np.full(z.shape, label), z)
+    def _of_label(self, label):
+        """log P(label | z) as a function of z alone (the 1-d integrand the panel finders resolve)."""
+        return lambda z: self.log_likelihood(np.full(z.shape, label), z)
 
+    def label_edges(self, label):
+        """Panel edges over [-z_window, z_window] resolving P(label | z) in relative terms (cached per
+        label and, through `_structure`, per plug-in class and parameters)."""
+        cache = self._structure.setdefault("label_edges", {})
+        if label not in cache:
             try:
-                cache[label] = resolve_panels(log_f, -self.z_window, self.z_window)
+                cache[label] = resolve_panels(self._of_label(label), -self.z_window, self.z_window)
             except FloatingPointError:
                 raise PluginFault(f"{type(self.plugin).__name__}.log_likelihood returned NaN") from None
         return cache[label]
+
+    def feature_edges(self):
+        """The edges every label's likelihood needs in absolute terms (`numerics.merged_panels` of all labels
+        at once, from the union of their `label_edges`: an edge stays where some label needs it): its steps
+        and the panels of its transitions, nothing where it is smooth or negligible. Cached per plug-in
+        class and parameters."""
+        if "feature_edges" not in self._structure:
+            labels = list(map(float, self.labels))
+            try:
+                edges = np.unique(np.concatenate([self.label_edges(label) for label in labels]))
+                self._structure["feature_edges"] = merged_panels(
+                    [self._of_label(label) for label in labels], edges, tol=self.feature_tol,
+                    nodes=gaussian_kernel_rule(self.kernel_tol)[1], unit=1.0)
+            except FloatingPointError:
+                raise PluginFault(f"{type(self.plugin).__name__}.log_likelihood returned NaN") from None
+        return self._structure["feature_edges"]
+
+    #: absolute tolerance (relative to the label's largest probability, per unit of z) to which
+    #: `feature_edges` resolve a likelihood, and that of the kernel rule (`numerics.gaussian_kernel_rule`)
+    feature_tol, kernel_tol = 1e-12, 1e-12
+
+    def label_table(self, omega, V):
+        """(log Z_out, E[t | y], Var[t | y]) of every label (arrays (labels, K)) at the cavities
+        N(omega_k, V), omega 1-d and V one number (SE, the thresholds), on one rule (`kernel_nodes`):
+        composite Gauss-Legendre in z over the likelihood's `feature_edges`, each panel cut in equal parts
+        of at most h <= c sqrt(V) (`grid_step`), with (R, nodes, c) from
+        `numerics.gaussian_kernel_rule(kernel_tol)`. The likelihood is read once per node for all cavities,
+        each cavity sums the nodes of its window omega_k +- R sqrt(V), except where a label's likelihood is
+        flat (within `flat_tol` of one level over consecutive parts): there the level times the Gaussian's
+        moments over the stretch, in closed form (both in `numerics.gaussian_window_sums`). Accurate in
+        absolute terms, within kernel_tol + 2 flat_tol per moment: a label's moments are as good as its
+        probability is large, which is what an expectation over y weighted by Z_out needs (`expect_y`) and
+        not what GAMP's g_out of an unlikely label needs (`moments`). None where the windows leave
+        [-z_window, z_window]."""
+        omega = np.asarray(omega, float)
+        sigma = math.sqrt(float(V))
+        reach, nodes, width = gaussian_kernel_rule(self.kernel_tol)
+        if not (sigma > 0 and omega.size and omega.min() - reach * sigma > -self.z_window
+                and omega.max() + reach * sigma < self.z_window):
+            return None
+        step = self.grid_step(width * sigma)
+        if self.z_window / step >= 2.0**50:  # chunk indices exact in float64 (V not vanishing)
+            return None
+        z, weight, likelihood, runs = self.kernel_nodes(step, omega, reach * sigma)
+        mass, first, second = gaussian_window_sums(omega, sigma, reach, z, weight, likelihood, runs)
+        safe = np.where(mass > 0, mass, 1.0)
+        mean = first / safe
+        var = np.maximum(second / safe - mean * mean, 0.0)
+        with np.errstate(divide="ignore"):
+            log_z = np.log(mass)
+        return log_z, mean, var
+
+    #: grid spacings per octave (`grid_step`)
+    steps_per_octave = 8
+
+    @classmethod
+    def grid_step(cls, widest):
+        """The largest 2^(j / steps_per_octave), j integer, at most `widest`: the kernel grid's spacing for
+        panels of at most `widest`. Narrower panels only make the rule more accurate (its error bound grows
+        with the width), and a spacing shared by nearby V lets the SE's iterations reuse the likelihood's
+        table (`kernel_nodes`) at the cost of at most 2^(1 / steps_per_octave) - 1 more nodes."""
+        return 2.0 ** (math.floor(math.log2(widest) * cls.steps_per_octave) / cls.steps_per_octave)
+
+    #: grid panels a chunk of `kernel_nodes` holds
+    chunk_panels = 16
+    #: how far from one level a likelihood may be to count as flat (`label_table`); P(y | z) <= 1
+    flat_tol = 1e-14
+
+    def kernel_nodes(self, step, omega, half_width):
+        """The kernel rule over the grid of spacing `step` where the windows omega_k +- half_width reach it:
+        (z, weight, likelihood (nodes, labels), flat runs (lo, hi, label, level)). Nodes are kept where some
+        label's likelihood is not flat, with 0 for the labels that are: a run is a stretch [lo, hi] of panels
+        on which the label's likelihood is within `flat_tol` of one level at every node (runs at a level
+        below `flat_tol` are left out). The grid's spans of `chunk_panels` panels are each computed once per
+        plug-in class and parameters and kept (the last few spacings): an SE iteration at a spacing seen
+        before reads no likelihood."""
+        table = kept(self._structure.setdefault("kernel_nodes", {}), step, lambda: {"chunks": {}, "assembled": {}})
+        span = step * self.chunk_panels
+        lo = np.floor((omega - half_width) / span).astype(np.int64)
+        hi = np.floor((omega + half_width) / span).astype(np.int64)
+        base = int(lo.min())
+        reached = np.zeros(int(hi.max()) - base + 1, dtype=bool)
+        for offset in range(int((hi - lo).max()) + 1):  # a window spans a chunk or two
+            reached[(lo + offset)[lo + offset <= hi] - base] = True
+        chunks = (np.flatnonzero(reached) + base).tolist()
+
+        def assemble():
+            store = table["chunks"]
+            missing = [chunk for chunk in chunks if chunk not in store]
+            if missing:
+                store.update(self._kernel_chunks(np.array(missing, dtype=np.int64), step))
+            parts = [store[chunk] for chunk in chunks]
+            z, weight, likelihood, *runs = (np.concatenate([part[i] for part in parts]) for i in range(7))
+            return z, weight, likelihood, _joined_runs(*runs)
+
+        return kept(table["assembled"], bytes(reached) + repr(base).encode(), assemble)
+
+    def _kernel_chunks(self, chunks, step):
+        """{chunk: (z, weight, likelihood, run lo, hi, label, level)} of `kernel_nodes` for the chunks (sorted
+        integers; chunk i spans [i, i + 1] chunk_panels step): the `feature_edges` inside each chunk, every
+        panel they leave cut in equal parts of at most `step` (the Gaussian's resolution), `nodes` Gauss-Legendre
+        nodes on each part, the likelihood of every label read at once; then each label's flat parts as runs
+        and the nodes of the other parts."""
+        _, nodes, _ = gaussian_kernel_rule(self.kernel_tol)
+        starts, stops = chunks * self.chunk_panels * step, (chunks + 1) * self.chunk_panels * step
+        features = self.feature_edges()
+        first = np.searchsorted(features, starts, side="right")   # the features strictly inside each chunk
+        inner = np.searchsorted(features, stops, side="left") - first
+        coarse = inner + 1                                        # the likelihood's panels of each chunk
+        chunk_of = np.repeat(np.arange(chunks.size), coarse)
+        position = np.arange(coarse.sum()) - np.repeat(np.cumsum(coarse) - coarse, coarse)
+        feature = first[chunk_of] + position
+        left = np.where(position == 0, starts[chunk_of], features[np.clip(feature - 1, 0, features.size - 1)])
+        right = np.where(position == inner[chunk_of], stops[chunk_of],
+                         features[np.clip(feature, 0, features.size - 1)])
+        parts = np.maximum(np.ceil((right - left) / step * (1.0 - 1e-12)), 1.0).astype(np.int64)
+        piece = np.arange(parts.sum()) - np.repeat(np.cumsum(parts) - parts, parts)
+        part_width = np.repeat((right - left) / parts, parts)
+        a = np.repeat(left, parts) + part_width * piece
+        b = np.where(piece == np.repeat(parts, parts) - 1, np.repeat(right, parts),
+                     np.repeat(left, parts) + part_width * (piece + 1))  # b of a part is a of the next, exactly
+        chunk_of = np.repeat(chunk_of, parts)
+        u, wu = unit_legendre(nodes)
+        z = a[:, None] + (b - a)[:, None] * u                                     # (parts, nodes)
+        weight = (b - a)[:, None] * wu
+        with np.errstate(under="ignore"):
+            likelihood = np.exp(self.log_likelihood(self.labels, z[:, :, None]))  # (parts, nodes, labels)
+        level = likelihood[:, 0, :]
+        flat = np.abs(likelihood - level[:, None, :]).max(axis=1) <= self.flat_tol  # (parts, labels)
+        kept = ~flat.all(axis=1)
+        values = np.where(flat[:, None, :], 0.0, likelihood)
+        part, label = np.nonzero(flat & (np.abs(level) > self.flat_tol))
+        runs = _joined_runs(a[part], b[part], label, level[part, label], group=chunk_of[part])
+        run_chunk = np.searchsorted(starts, runs[0], side="right") - 1
+        node_split = np.cumsum(np.bincount(chunk_of[kept], minlength=chunks.size))[:-1] * nodes
+        run_split = np.cumsum(np.bincount(run_chunk, minlength=chunks.size))[:-1]
+        order = np.argsort(run_chunk, kind="stable")
+        columns = [np.split(column, node_split) for column in (z[kept].ravel(), weight[kept].ravel(),
+                                                                 values[kept].reshape(-1, self.labels.size))]
+        columns += [np.split(column[order], run_split) for column in runs]
+        return {chunk: tuple(column[i] for column in columns) for i, chunk in enumerate(chunks.tolist())}
+
+    def _weighted_table(self, omega, V):
+        """`label_table` of the last few (omega, V) (SE asks for the same cavities in turn: mhat, the free
+        entropy and the errors at the fixed point)."""
+        key = _array_key(omega) + repr(float(V)).encode()
+        return kept(self.__dict__.setdefault("_table_cache", {}), key, lambda: self.label_table(omega, V), size=4)
 
     def shared_moments(self, label, omega, V):
         """(log Z_out, E[t | y], Var[t | y]) of one discrete label at many cavities N(omega_k, V_k) (1-d
@@ -456,28 +726,7 @@ class DerivedScalarChannel(ScalarChannel):
         log_w = np.log(((b - a) / 2 * wu).ravel()) + self.log_likelihood(np.full(z.shape, label), z)
         # Each cavity reads only the nodes within `kernel_reach` of its mean (z is sorted): a band of the
         # cavity x node matrix, as narrow as the kernel when the omegas spread far wider than sqrt(V).
-        first = np.searchsorted(z, omega - self.kernel_reach * sigma)
-        last = np.searchsorted(z, omega + self.kernel_reach * sigma)
-        band = max(int((last - first).max()), 1)
-        log_z, mean, var = (np.empty(omega.shape) for _ in range(3))
-        block = max(1, 4_000_000 // band)  # cavities a block: bounded memory (K x band doubles)
-        for start in range(0, omega.size, block):
-            part = slice(start, start + block)
-            s = sigma[part, None]
-            index = first[part, None] + np.arange(band)[None, :]
-            inside = index < last[part, None]
-            index = np.minimum(index, z.size - 1)
-            t = (z[index] - omega[part, None]) / s
-            log_f = np.where(inside, log_w[index], -np.inf) - 0.5 * t * t - LOG_SQRT_2PI - np.log(s)
-            shift = log_f.max(axis=1)
-            finite = np.isfinite(shift)
-            weight = np.exp(log_f - np.where(finite, shift, 0.0)[:, None])
-            mass = weight.sum(axis=1)
-            safe = np.where(mass > 0, mass, 1.0)
-            mean[part] = (weight * t).sum(axis=1) / safe
-            var[part] = np.maximum((weight * t * t).sum(axis=1) / safe - mean[part] ** 2, 0.0)
-            with np.errstate(divide="ignore"):
-                log_z[part] = np.where(finite & (mass > 0), shift + np.log(safe), -np.inf)
+        log_z, mean, var = gaussian_window_log_moments(omega, sigma, self.kernel_reach, z, log_w)
         # A label unlikely at its cavity puts the posterior far out, where the shared panels are too wide
         # for the Gaussian's decay (or beyond their reach): those few go to the per-sample rule.
         far = (np.abs(mean) + 5.0 * np.sqrt(var) > self.kernel_reach - 4.0) & np.isfinite(log_z)
@@ -515,18 +764,83 @@ class DerivedScalarChannel(ScalarChannel):
         """E_{y ~ P(y | omega, V)}[func(y, omega, V)] over the array omega."""
         omega = np.asarray(omega, float)
         if self.discrete:
+            derived = self.closed_g_out is None or self.closed_log_partition is None
+            table = self._weighted_table(omega.ravel(), V) if derived and np.ndim(V) == 0 else None
             total = 0.0
-            for label in self.labels:
+            for row, label in enumerate(self.labels):
                 y = np.full(omega.shape, label)
-                weight = np.exp(self.log_partition(y, omega, V))
-                with np.errstate(invalid="ignore"):  # 0 * log 0 of a label impossible there: no weight
-                    total = total + np.where(weight > 0, weight * func(y, omega, V), 0.0)
+                if table is not None:
+                    # each label's moments weighted by its Z_out: the table's absolute accuracy serves for
+                    # the g_out and log Z_out that `func` asks `moments` for with these very arrays
+                    self._weighted = (y, omega, tuple(part[row].reshape(omega.shape) for part in table))
+                try:
+                    weight = np.exp(self.log_partition(y, omega, V))
+                    with np.errstate(invalid="ignore"):  # 0 * log 0 of a label impossible there: no weight
+                        total = total + np.where(weight > 0, weight * func(y, omega, V), 0.0)
+                finally:
+                    self._weighted = ()
             return total
         y, om, Vb = self._drawn_labels(omega, V)
-        values = func(y, om, Vb)
+        if np.ndim(V) == 0 and (self.closed_g_out is None or self.closed_log_partition is None):
+            # the drawn labels are likely ones: the fixed rule's accuracy serves (see `drawn_moments`)
+            self._weighted = (y, om, self.drawn_moments(y, om, float(V)))
+        try:
+            values = func(y, om, Vb)
+        finally:
+            self._weighted = ()
         t_nodes, t_weights = gauss_hermite(self.n_label_nodes)
         values = values.reshape(omega.shape + (self.n_label_nodes, self.n_label_draws)).mean(-1)
         return values @ t_weights
+
+    def resolution(self):
+        """The widest uniform panels on which the likelihood of a continuous y is resolved
+        (`numerics.uniform_resolution` of P(y | z) in z, for labels the sampler draws at z = -2 ... 2 from
+        the fixed seed; the narrowest of them), found once per plug-in class and parameters: the width
+        below which `drawn_moments` cuts its panels."""
+        if "resolution" not in self._structure:
+            z0 = np.linspace(-2.0, 2.0, 5)
+            drawn = self.sample_scalar(z0, np.random.default_rng(self.label_seed))
+            widths = []
+            for label in drawn:
+                def log_f(z, label=float(label)):
+                    return self.log_likelihood(np.full(z.shape, label), z)
+
+                try:
+                    widths.append(uniform_resolution(log_f, -self.z_window, self.z_window, tol=self.feature_tol,
+                                                     nodes=gaussian_kernel_rule(self.kernel_tol)[1]))
+                except FloatingPointError:
+                    raise PluginFault(f"{type(self.plugin).__name__}.log_likelihood returned NaN") from None
+            self._structure["resolution"] = float(min(widths))
+        return self._structure["resolution"]
+
+    def drawn_moments(self, y, omega, V):
+        """(log Z_out, E[t | y], Var[t | y]) of continuous labels y at cavities N(omega, V), V one number, on
+        one fixed rule in t: `numerics.gaussian_kernel_rule(kernel_tol)`'s reach and nodes, its panels
+        cut to `resolution() / sqrt(V)` where the likelihood is narrower than them. For labels the sampler
+        drew at these cavities (the SE's expectation over y), where P(y | z) is resolved on that scale."""
+        reach, nodes, width = gaussian_kernel_rule(self.kernel_tol)
+        sigma = math.sqrt(V)
+        width = min(width, self.resolution() / sigma)
+        n_panels = max(1, int(math.ceil(2.0 * reach / width)))
+        u, wu = unit_legendre(nodes)
+        panel = np.linspace(-reach, reach, n_panels + 1)
+        t = (panel[:-1, None] + np.diff(panel)[:, None] * u).ravel()
+        log_w = np.log((np.diff(panel)[:, None] * wu).ravel()) - 0.5 * t * t - LOG_SQRT_2PI
+        log_z, mean, var = (np.empty(y.shape) for _ in range(3))
+        block = max(1, 2_000_000 // t.size)
+        for start in range(0, y.size, block):
+            part = slice(start, start + block)
+            log_f = log_w + self.log_likelihood(y[part, None], omega[part, None] + sigma * t)
+            shift = log_f.max(axis=1)
+            finite = np.isfinite(shift)
+            weight = np.exp(log_f - np.where(finite, shift, 0.0)[:, None])
+            mass = weight.sum(axis=1)
+            safe = np.where(mass > 0, mass, 1.0)
+            mean[part] = weight @ t / safe
+            var[part] = np.maximum(weight @ (t * t) / safe - mean[part] ** 2, 0.0)
+            with np.errstate(divide="ignore"):
+                log_z[part] = np.where(finite & (mass > 0), shift + np.log(safe), -np.inf)
+        return log_z, mean, var
 
     def _drawn_labels(self, omega, V):
         """Labels drawn by the plug-in's sampler at z = omega + sqrt(V) t_k (Gauss-Hermite nodes t_k),
@@ -540,6 +854,14 @@ class DerivedScalarChannel(ScalarChannel):
         y = self.sample_scalar(np.ascontiguousarray(z), np.random.default_rng(self.label_seed))
         return y.ravel(), om.ravel(), Vb.ravel()
 
+    def _label_log_partitions(self, omega, V):
+        """log Z_out of every label (labels, *omega.shape) for an expectation over omega weighted by
+        it (the test errors): the closed form where the plug-in gives one, else `label_table`."""
+        table = None if self.closed_log_partition is not None else self._weighted_table(omega.ravel(), V)
+        if table is None:
+            return np.stack([self.log_partition(np.full(omega.shape, label), omega, V) for label in self.labels])
+        return table[0].reshape((self.labels.size,) + omega.shape)
+
     def _label_moments(self, omega, V):
         """E[y] and E[y^2] under P(y | omega, V), from the drawn labels (continuous y)."""
         return (self.expect_y(lambda y, o, v: y, omega, V), self.expect_y(lambda y, o, v: y * y, omega, V))
@@ -549,9 +871,7 @@ class DerivedScalarChannel(ScalarChannel):
         label's error), Var[y | omega, V] (continuous: the posterior-mean predictor's squared error)."""
         omega = np.asarray(omega, float)
         if self.discrete:
-            best = np.max([self.log_partition(np.full(omega.shape, label), omega, V) for label in self.labels],
-                          axis=0)
-            return 1.0 - np.exp(best)
+            return 1.0 - np.exp(np.max(self._label_log_partitions(omega, V), axis=0))
         first, second = self._label_moments(omega, V)
         return np.maximum(second - first**2, 0.0)
 
@@ -566,8 +886,9 @@ class DerivedScalarChannel(ScalarChannel):
         V = max(rho - (m * m / q if q > 0 else 0.0), 1e-300)
         if self.discrete:
             scores = np.stack([self.log_likelihood(np.full(z_hat.shape, label), z_hat) for label in self.labels])
-            predicted = self.labels[np.argmax(scores, axis=0)]
-            return float(1.0 - w @ np.exp(self.log_partition(predicted, omega, V)))
+            predicted = np.argmax(scores, axis=0)
+            log_z = self._label_log_partitions(omega, V)[predicted, np.arange(predicted.size)]
+            return float(1.0 - w @ np.exp(log_z))
         first_hat, _ = self._label_moments(z_hat, 1e-300)  # E[y | z = z_hat]
         first, second = self._label_moments(omega, V)
         return float(w @ (second - 2.0 * first * first_hat + first_hat**2))

@@ -23,6 +23,7 @@ extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.mathjax",
     "numpydoc",
+    "seqphase_reference",  # docs/_ext: the CLI, models, sweeps and papers tables generated from the code
 ]
 
 source_suffix = {".md": "myst-nb", ".ipynb": "myst-nb"}

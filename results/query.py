@@ -53,7 +53,7 @@ def open_results(sweep, store=None, lazy=False):
     """The results of a sweep as an xarray.Dataset, grid dims sorted (grown grids append values).
 
     Phase-diagram results are small, so they are loaded into memory unless `lazy` (then the
-    variables are dask arrays backed by the store)."""
+    variables are dask arrays backed by the store). `seqphase.open_results` documents the parameters."""
     group = Store(store).open_sweep(sweep_name(sweep))
     ds = current_dataset(_open_dataset(group, chunks="auto" if lazy else None))
     if lazy:

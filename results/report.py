@@ -145,21 +145,21 @@ def seed_mean_rows(figure, curve, ds, var, se_var, label, bias=None):
 
 
 #: The finite-d biases the docs measured (FiniteDBias: b = largest |GAMP - SE| x the d of the measurement).
-GLM_GAMP_BIAS = FiniteDBias(5.0, "docs/results.md, Values: the allowance 0.005 at d = 1000 of the GAMP test")
-BSR_GAMP_BIAS = FiniteDBias(1.0, "docs/bsr.md, GAMP-RIE: largest |GAMP - SE| 0.010 over the d = 100 table")
+GLM_GAMP_BIAS = FiniteDBias(5.0, "docs/validation/glm.md, Values: the allowance 0.005 at d = 1000 of the GAMP test")
+BSR_GAMP_BIAS = FiniteDBias(1.0, "docs/validation/bsr.md, GAMP-RIE: largest |GAMP - SE| 0.010 over the d = 100 table")
 QUADRATIC_GAMP_BIAS = {
-    0.0: FiniteDBias(2.4, "docs/quadratic.md, GAMP-RIE: largest GAMP - SE at d = 100, noiseless, 0.024 at alpha_PR"),
-    0.25: FiniteDBias(3.3, "docs/quadratic.md, GAMP-RIE: largest GAMP - SE at d = 100, Delta = 0.25, 0.033"),
+    0.0: FiniteDBias(2.4, "docs/validation/quadratic.md, GAMP-RIE: largest GAMP - SE at d = 100, noiseless, 0.024 at alpha_PR"),
+    0.25: FiniteDBias(3.3, "docs/validation/quadratic.md, GAMP-RIE: largest GAMP - SE at d = 100, Delta = 0.25, 0.033"),
 }
-AIM_GAMP_BIAS = {  # the weighted fits mean = e_inf + b/d of docs/aim.md, GAMP-RIE (benchmarks/aim_gamp_finite_d.py)
-    ("softmax", 2): FiniteDBias(1.7, "docs/aim.md, GAMP-RIE: fitted b of softmax T = 2"),
-    ("softmax", 4): FiniteDBias(2.3, "docs/aim.md, GAMP-RIE: fitted b of softmax T = 5, the larger T measured"),
-    ("softmax", 5): FiniteDBias(2.3, "docs/aim.md, GAMP-RIE: fitted b of softmax T = 5"),
-    ("hardmax", 2): FiniteDBias(0.56, "docs/aim.md, GAMP-RIE: fitted b of hardmax, exact g_out"),
+AIM_GAMP_BIAS = {  # the weighted fits mean = e_inf + b/d of docs/validation/aim.md, GAMP-RIE (benchmarks/aim_gamp_finite_d.py)
+    ("softmax", 2): FiniteDBias(1.7, "docs/validation/aim.md, GAMP-RIE: fitted b of softmax T = 2"),
+    ("softmax", 4): FiniteDBias(2.3, "docs/validation/aim.md, GAMP-RIE: fitted b of softmax T = 5, the larger T measured"),
+    ("softmax", 5): FiniteDBias(2.3, "docs/validation/aim.md, GAMP-RIE: fitted b of softmax T = 5"),
+    ("hardmax", 2): FiniteDBias(0.56, "docs/validation/aim.md, GAMP-RIE: fitted b of hardmax, exact g_out"),
 }
 
 
-ERM_EXPERIMENT_BIAS = FiniteDBias(8.7, "docs/quadratic-erm.md, Finite-d experiment: the largest relative excess "
+ERM_EXPERIMENT_BIAS = FiniteDBias(8.7, "docs/validation/quadratic-erm.md, Finite-d experiment: the largest relative excess "
                                    "of L-BFGS over the SE at d = 60 in its lam = 0.1 table, +14.5% (kappa = 0.5, noiseless, alpha = 0.5)",
                                    relative=True)
 
@@ -201,7 +201,7 @@ def _bsr(results):
 
     rows = []
     ds = results.get("bsr-se")
-    explain = ("docs/bsr.md", "Our β = 1 values beside the reference files (sweeps/reference/bsr/, Δ = 0)")
+    explain = ("docs/validation/bsr.md", "Our β = 1 values beside the reference files (sweeps/reference/bsr/, Δ = 0)")
     if ds is not None and 1.0 in ds["beta"].values and 0.0 in ds["delta"].values:
         pub = published_columns("bsr", "Fig1_delta_0.0_beta_1.0_rho_0.1-0.2-0.5-1.0-2.0_alpha_0.0_0.005_1.0.csv")
         for rho in ds["rho"].values:
@@ -212,7 +212,7 @@ def _bsr(results):
             a_pr = bsr_thresholds.alpha_pr(float(rho), 1.0)
             rows += curve_rows("Fig. 1", f"rho = {rho:g}, beta = 1, noiseless", "Bayes-optimal error mse", x, y,
                                pub["alpha"][keep], pub["mmse"][keep], 1e-5,
-                               "accuracy of the authors' fixed-point iteration (docs/bsr.md)",
+                               "accuracy of the authors' fixed-point iteration (docs/validation/bsr.md)",
                                special=lambda a, a_pr=a_pr: abs(a - a_pr) < 1e-9, explanation=explain)
             x, y = _xy(ds, "mse_ridge", rho=rho, beta=1.0, delta=0.0)
             rows += curve_rows("Fig. 1", f"rho = {rho:g}, ridge baseline", "optimal ridge error", x, y,
@@ -235,9 +235,9 @@ def _quadratic(results):
         rows += curve_rows("MMSE versus alpha, kappa = 0.5", f"Delta = {delta:g} ({file})", "Bayes-optimal mse", x,
                            y, pub["alpha"], pub["gen_error"], 4e-5,
                            "accuracy of the published lines: the authors' quad tolerance 1e-4 in the "
-                           "integral of rho^3, propagated (docs/quadratic.md)",
+                           "integral of rho^3, propagated (docs/validation/quadratic.md)",
                            special=lambda a, first=pub["alpha"][0]: abs(a - first) < 1e-12,
-                           explanation=("docs/quadratic.md", "Our κ = 0.5 values beside the reference files"))
+                           explanation=("docs/validation/quadratic.md", "Our κ = 0.5 values beside the reference files"))
     ds = results.get("quadratic-gamp")
     if ds is not None:
         rows += seed_mean_rows("GAMP-RIE", "GAMP final error vs SE", ds, "mse", "mse_se", "mse",
@@ -283,9 +283,9 @@ def _aim(results):
         last = pub["alpha"][-1]
         rows += curve_rows("Fig. 2 left", "softmax, T = 2, rho = 0.5", "Bayes-optimal mse", x, y, pub["alpha"],
                            pub["mmse"], tolerance, "the authors' stopping rule |dq| < 1e-5: 1e-4 + 3e-5 s/(1 - s), "
-                           "s the contraction of their damped map (docs/aim.md)",
+                           "s the contraction of their damped map (docs/validation/aim.md)",
                            special=lambda a: a < 1e-4 or abs(a - last) < 1e-9,
-                           explanation=("docs/aim.md", "Our ρ = 0.5 values beside the reference files"))
+                           explanation=("docs/validation/aim.md", "Our ρ = 0.5 values beside the reference files"))
     ds = results.get("aim-hardmax-se-published")
     if ds is not None:
         pub = published_columns("aim", "SE_hardmax_rho=0.5.csv")
@@ -293,14 +293,14 @@ def _aim(results):
         rows += curve_rows("Fig. 1 left", "hardmax, published g_out, rho = 0.5", "mse", x, y, pub["alpha"],
                            pub["mmse"], lambda a: 0.03 * float(np.interp(a, pub["alpha"], pub["mmse"])),
                            "the file's Monte-Carlo noise (25 000 draws per iteration): 3 sd <= 3% relative "
-                           "(docs/aim.md)")
+                           "(docs/validation/aim.md)")
         x, y = _xy(ds, "mse", rho=0.5, hardmax_gout="exact")
         exact = curve_rows("Fig. 1 left", "hardmax, exact g_out, rho = 0.5", "Bayes-optimal mse", x, y, pub["alpha"],
                            pub["mmse"], lambda a: 0.03 * float(np.interp(a, pub["alpha"], pub["mmse"])),
                            "the file's Monte-Carlo noise (as above)")
         for row in exact:
             if row.verdict == DIFFERS:
-                row.explanation = ("docs/aim.md", "Exact versus paper hardmax g_out")
+                row.explanation = ("docs/validation/aim.md", "Exact versus paper hardmax g_out")
                 row.verdict = EXPLAINED
         rows += exact
     ds = results.get("aim-thresholds")
@@ -351,7 +351,7 @@ def _glm(results):
                         alpha_it, 1.245, 5e-4, "half a unit of the last digit quoted (1.245)"))
         rows.append(Row("binary perceptron", "information-theoretic threshold, as arXiv:1708.03395 quotes it",
                         "alpha_IT", alpha_it, 1.249, 5e-4, "half a unit of the last digit quoted (1.249)",
-                        explanation=("docs/results.md", "Binary perceptron α_IT: 1.2447, not the 1.249 quoted in "
+                        explanation=("docs/validation/glm.md", "Binary perceptron α_IT: 1.2447, not the 1.249 quoted in "
                                      "arXiv:1708.03395")))
         rows.append(Row("binary perceptron", "AMP spinodal (stability)", "alpha_alg",
                         float(sub["alpha_stability"].values.ravel()[0]), 1.493, 5e-4, "digits quoted in the paper"))
@@ -405,7 +405,7 @@ def _multiindex(results):
             rows.append(Row("weak learnability", f"{channel}, SE bisection", "alpha_c", bis, value,
                             max(tol or 0, 4e-3 * value),
                             "bisection rtol 1e-3 plus the criterion's upward bias at a continuous transition, "
-                            "<= 0.3% (docs/results.md, note 2)"))
+                            "<= 0.3% (docs/validation/glm.md, note 2)"))
     ds = results.get("multiindex-norm2-thresholds")
     if ds is not None:
         for p in ds["p"].values:
@@ -427,11 +427,11 @@ def _smi_se_rows(ds, figure):
         found = curve_rows(figure, f"c = 1, {label}", label.split()[0], x, y, pub["alpha"],
                            pub["Q22" if k else "Q11"], tol,
                            f"3 sd of the fixed point over Sobol scrambles (0.007 at 2048 points, scaled to "
-                           f"{n_mc}; docs/smi.md)")
+                           f"{n_mc}; docs/validation/smi.md)")
         if k == 0:
             for row in found:
                 if row.verdict == DIFFERS:
-                    row.verdict, row.explanation = EXPLAINED, ("docs/smi.md", "SE (`smi-2layer-se`)")
+                    row.verdict, row.explanation = EXPLAINED, ("docs/validation/smi.md", "SE (`smi-2layer-se`)")
         rows += found
     return rows
 
@@ -468,7 +468,7 @@ def _smi_noiseless_rows(ds, figure="Fig. 1 left", depth=2):
                             f"{name} at eps -> 0 ({form} on eps = {eps[keep].min():g} .. {eps[keep].max():g})", ext.q0,
                             1.0, max(gap, ext.q0_err if np.isfinite(ext.q0_err) else 0.0),
                             f"closed form: perfect recovery of layer {layer} above alpha_PR = p/T = {alpha_pr:g} "
-                            f"(docs/smi.md, {section}); tolerance: 1 - {name} at the smallest eps"))
+                            f"(docs/validation/smi.md, {section}); tolerance: 1 - {name} at the smallest eps"))
     return rows
 
 
@@ -500,7 +500,7 @@ def _smi(results):
                           float(pub[f"alpha{layer}"][keep][0]), 3 * se, "3 Monte-Carlo s.e. of our value")
                 if row.verdict == DIFFERS and float(c) == 1.0:  # the c = 1 row (both columns) is explained there
                     row.verdict = EXPLAINED
-                    row.explanation = ("docs/results.md", "The published thresholds (alpha_critical.csv) are not "
+                    row.explanation = ("docs/validation/smi.md", "The published thresholds (alpha_critical.csv) are not "
                                        "a target")
                 rows.append(row)
     return rows
@@ -550,7 +550,7 @@ def _erm(results):
                                 offset + error + 2 * rtol * bis,
                                 f"where the bisection stops: the {what} crosses its cut {cut:g} at "
                                 f"{offset:.3g} from the threshold ({what} ~ (alpha - threshold)^2 there, "
-                                f"docs/quadratic-erm.md; its linearisation error {error:.1g}) plus 2 rtol"))
+                                f"docs/validation/quadratic-erm.md; its linearisation error {error:.1g}) plus 2 rtol"))
     ds = results.get("quadratic-erm-experiment")
     if ds is not None:
         rows += seed_mean_rows("finite-d ERM", "L-BFGS test error vs SE", ds, "test_error", "test_error_se",

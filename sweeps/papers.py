@@ -5,7 +5,7 @@ its reduced `--quick` grid, the same mechanism as `seqphase run --set`), the doc
 the cost of a reproduction measured on a 2-core machine (`cost_full`, `cost_quick`: wall seconds of
 `seqphase reproduce ID [--quick] --workers 2` into an empty store, the report included, and in brackets the
 CPU seconds, user + system, of the driver and its workers; `cost_quick` on an idle machine, `cost_full` on
-one shared with other jobs at the load docs/reproduce.md states, so those wall times are upper bounds). A `Run` may also take its alpha grid from a published
+one shared with other jobs at the load docs/reference/reproduce.md states, so those wall times are upper bounds). A `Run` may also take its alpha grid from a published
 data file (`published_grid`): the agreement table then compares at the published points themselves, with no
 interpolation. Quick runs are stored under NAME.quick so that they never mix with the full-size results.
 
@@ -83,7 +83,7 @@ PAPERS = {p.id: p for p in (
     Paper(
         id="glm", cost_quick="46 s (CPU 79 s)", title="Optimal errors and phase transitions in high-dimensional generalized linear models",
         authors="Barbier, Krzakala, Macris, Miolane, Zdeborová", arxiv="1708.03395", venue="PNAS 2019",
-        docs="docs/results.md",
+        docs="docs/validation/glm.md",
         runs=(
             Run("glm-perceptron-se", "Gaussian-prior perceptron, overlap and Bayes-optimal error",
                 quick=("alpha=0.1:10:25",), why_quick="25 alphas instead of 100"),
@@ -100,7 +100,7 @@ PAPERS = {p.id: p for p in (
     Paper(
         id="multiindex", cost_quick="39 s (CPU 69 s)", title="Fundamental computational limits of weak learnability in high-dimensional "
         "multi-index models", authors="Troiani, Dandi, Defilippis, Zdeborová, Loureiro, Krzakala",
-        arxiv="2405.15480", venue="AISTATS 2025", docs="docs/multiindex.md",
+        arxiv="2405.15480", venue="AISTATS 2025", docs="docs/validation/multiindex.md",
         runs=(
             Run("multiindex-thresholds", "weak-learnability thresholds and grand-staircase stages",
                 quick=("channel=square,z1z2,sign-z1z2",), why_quick="3 of the 8 channels (z², z1z2, sign(z1z2))"),
@@ -115,7 +115,7 @@ PAPERS = {p.id: p for p in (
     Paper(
         id="smi", cost_quick="202 s (CPU 199 s) at load 3.1, beside a 2-worker sweep", title="Fundamental limits of learning in sequence multi-index models and deep attention "
         "networks", authors="Troiani, Cui, Dandi, Krzakala, Zdeborová", arxiv="2502.00901", venue="ICML 2025",
-        docs="docs/smi.md",
+        docs="docs/validation/smi.md",
         runs=(
             Run("smi-2layer-se", "Fig. 1 left: Q11, Q22 and the errors versus alpha (c = 1)",
                 quick=("alpha=0.2,0.4,0.6,0.8,1.0,1.2,1.4,1.6", "method.n_mc=512"),
@@ -146,7 +146,7 @@ PAPERS = {p.id: p for p in (
     Paper(
         id="aim", cost_quick="39 s (CPU 58 s)", cost_full="SE sweeps 571 s (CPU 248 s)", title="Bayes optimal learning of attention-indexed models",
         authors="Boncoraglio, Troiani, Erba, Zdeborová", arxiv="2506.01582", venue="NeurIPS 2025",
-        docs="docs/aim.md",
+        docs="docs/validation/aim.md",
         runs=(
             Run("aim-softmax-se", "Fig. 2 left: softmax error versus alpha, the k_T alpha collapse",
                 quick=("rho=0.1,0.5,1.0", "alpha=0.001:0.28:32"), why_quick="3 rho, 32 alphas (6, 128)"),
@@ -181,7 +181,7 @@ PAPERS = {p.id: p for p in (
     Paper(
         id="quadratic", cost_quick="16 s (CPU 21 s)", cost_full="143 s (CPU 266 s)", title="Bayes-optimal learning of an extensive-width neural network from quadratically "
         "many samples", authors="Maillard, Troiani, Martin, Krzakala, Zdeborová", arxiv="2408.03733",
-        venue="NeurIPS 2024", docs="docs/quadratic.md",
+        venue="NeurIPS 2024", docs="docs/validation/quadratic.md",
         runs=(
             Run("quadratic-se", "Bayes-optimal MMSE versus alpha (kappa, Delta axes)",
                 quick=("kappa=0.2,0.5,1.0", "alpha=0.001:0.6:32"), why_quick="3 kappa, 32 alphas (5, 128)"),
@@ -205,7 +205,7 @@ PAPERS = {p.id: p for p in (
     Paper(
         id="erm", cost_quick="78 s (CPU 136 s)", title="The nuclear route: sharp asymptotics of ERM in overparameterized quadratic networks",
         authors="Erba, Troiani, Zdeborová, Krzakala", arxiv="2505.17958", venue="preprint 2025",
-        docs="docs/quadratic-erm.md",
+        docs="docs/validation/quadratic-erm.md",
         runs=(
             Run("quadratic-erm-se", "test error, training loss and rank versus alpha",
                 quick=("kappa_star=0.5", "lam=0.1", "alpha=0.02:0.8:12"),
@@ -219,7 +219,7 @@ PAPERS = {p.id: p for p in (
     Paper(
         id="bsr", cost_quick="16 s (CPU 21 s)", cost_full="263 s (CPU 507 s)", title="Bilinear sequence regression: a model for learning from long sequences of "
         "high-dimensional tokens", authors="Erba, Troiani, Biggio, Maillard, Zdeborová", arxiv="2410.18858",
-        venue="PRX 2025", docs="docs/bsr.md",
+        venue="PRX 2025", docs="docs/validation/bsr.md",
         runs=(
             Run("bsr-se", "Fig. 1: Bayes-optimal error versus alpha (beta = 1, noiseless), beta and noise panels",
                 quick=("rho=0.2,0.5", "beta=1", "delta=0", "alpha=0:1:11"),

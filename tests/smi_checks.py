@@ -16,3 +16,4 @@ def assert_nishimori(ch, Q, draws):
     diff = np.einsum("nat,nat->na", g, g) + np.einsum("ntaa->na", dg)
     err = diff.std(0) / np.sqrt(diff.shape[0])
     assert np.all(np.abs(diff.mean(0)) < 4 * err + 1e-9), (diff.mean(0), err)
+

@@ -17,7 +17,7 @@ OUTSIDE = "shared" + "/"  # written in two pieces so that this file does not mat
 def test_spec_reference_cites_paper_and_docs(name):
     reference = load_sweep(name).reference
     assert re.search(r"arXiv:\d{4}\.\d{4,5}", reference), (name, reference)
-    pages = re.findall(r"docs/[a-z0-9-]+\.md", reference)
+    pages = re.findall(r"docs/(?:[a-z0-9-]+/)?[a-z0-9-]+\.md", reference)
     assert pages, (name, reference)
     for page in pages:
         assert (ROOT / page).is_file(), (name, page)

@@ -9,36 +9,35 @@ import pytest
 from spec_files import write_spec
 from seqphase.cli import main
 from test_store import tree_digest
-from cli_run import cli
-
+from cli_run import cli, cli_here, on_cluster
 
 
 @pytest.fixture(scope="module")
-def toy_store(tmp_path_factory):
+def toy_store(tmp_path_factory, client):
     folder = tmp_path_factory.mktemp("cli")
     spec = write_spec(folder, alpha=[0.5, 1.0, 2.0])
-    code, _, err = cli("run", spec, "--store", folder / "s.zarr", "--workers", "1", "--no-progress")
+    code, _, err = cli_here("run", spec, "--store", folder / "s.zarr", *on_cluster(client), "--no-progress")
     assert code == 0, err
     return folder, spec, folder / "s.zarr"
 
 
 def test_query_csv_contract(toy_store):
     _, _, store = toy_store
-    code, out, _ = cli("query", "toy", "--store", store)
+    code, out, _ = cli_here("query", "toy", "--store", store)
     assert code == 0
     rows = list(csv.DictReader(io.StringIO(out)))
     assert len(rows) == 3 * 3  # 3 points x 3 seeds of the toy's `noise`
     assert {"alpha", "seed", "overlap_1_1", "gen_error", "status", "runtime_s"} <= set(rows[0])
     assert {float(r["alpha"]) for r in rows} == {0.5, 1.0, 2.0}
     assert all(r["status"] == "done" for r in rows)
-    code, out, _ = cli("query", "toy", "--store", store, "--format", "json")
+    code, out, _ = cli_here("query", "toy", "--store", store, "--format", "json")
     data = json.loads(out)
     assert data["sweep"] == "toy" and len(data["rows"]) == 9
 
 
 def test_status_and_plot(toy_store, tmp_path):
     folder, spec, store = toy_store
-    code, out, _ = cli("status", spec, "--store", store)
+    code, out, _ = cli_here("status", spec, "--store", store)
     assert code == 0 and "3 done, 0 failed, 0 pending (of 3 requested)" in out
     png = tmp_path / "toy.png"
     assert main(["plot", "toy", "--store", str(store), "-o", str(png)]) == 0
@@ -78,7 +77,7 @@ def test_bad_input_one_line_exit_2_store_untouched(toy_store, tmp_path, args, wo
     if "--store" not in args:
         args += ["--store", str(store)]
     before = tree_digest(store)
-    code, out, err = cli(*args)
+    code, out, err = cli_here(*args)
     assert code == 2, (out, err)
     lines = err.strip().splitlines()
     assert len(lines) == 1 and words in lines[0], err
@@ -86,6 +85,7 @@ def test_bad_input_one_line_exit_2_store_untouched(toy_store, tmp_path, args, wo
 
 
 def test_bad_spec_file_exit_2(tmp_path, toy_store):
+    """The real process: its exit status and its stderr (the other bad-input tests call the CLI here)."""
     _, _, store = toy_store
     bad = tmp_path / "bad.toml"
     bad.write_text('name = "bad"\nmodel = "glm"\n[params]\nalpha = 1.0\nprior = "laplace"\n[method]\nname = "se"\n')
@@ -96,6 +96,7 @@ def test_bad_spec_file_exit_2(tmp_path, toy_store):
 
 
 def test_list_shows_shipped_sweeps():
+    """The real console entry point, `python -m seqphase.cli`, lists the shipped sweeps and exits 0."""
     code, out, _ = cli("list")
     assert code == 0
     for name in ("glm-perceptron-se", "glm-perceptron-gamp", "glm-binary-perceptron-thresholds",

@@ -24,10 +24,10 @@ ARGS = ["--set", "alpha=0.25,0.5", "--set", "rho=0.5", "--set", "beta=1", "--set
 
 
 @pytest.fixture(scope="module")
-def bsr_store(tmp_path_factory):
+def bsr_store(tmp_path_factory, client):
     folder = tmp_path_factory.mktemp("conventions")
     store = folder / "s.zarr"
-    assert main(["run", "bsr-se", "--store", str(store), "--workers", "1"] + ARGS) == 0
+    assert main(["run", "bsr-se", "--store", str(store), "--cluster", client.scheduler.address] + ARGS) == 0
     return store
 
 

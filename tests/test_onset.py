@@ -50,7 +50,7 @@ def test_a_diverged_instance_is_left_out_of_the_mean():
     """A GAMP run that diverged (final overlap 1e3, or NaN) says nothing of the onset: the rule's estimate
     is the crossing of the means over the other seeds of each alpha, and its bootstrap stays finite.
     Version 1 took the plain mean, which such runs moved by a window step (multi-index z1 z2 at d = 250,
-    docs/onset.md)."""
+    docs/validation/onset.md)."""
     rng = np.random.default_rng(11)
     alphas, d = np.linspace(0.4, 1.0, 13), 250
     clean = synthetic(alphas, d, 16, rng)
@@ -78,7 +78,7 @@ def test_a_shift_like_the_correction_is_removed_by_the_extrapolation():
     onsets = [0.5 + 1.2 * d ** (-1 / 3) + 0.004 * rng.standard_normal() for d in sizes]
     inf, se, chi2 = onset.extrapolate(sizes, onsets, [0.004] * 4, "d^-1/3")
     assert abs(inf - 0.5) < 3 * se and se < 0.03
-    # the wrong exponent is biased (by 17 s.e. here): the choice of correction matters (docs/onset.md)
+    # the wrong exponent is biased (by 17 s.e. here): the choice of correction matters (docs/validation/onset.md)
     biased, biased_se, _ = onset.extrapolate(sizes, onsets, [0.004] * 4, "d^-1")
     assert biased - 0.5 > 0.05 and biased - 0.5 > 5 * biased_se
 
@@ -115,7 +115,7 @@ def test_bad_settings_are_refused_before_anything_runs():
 def test_glm_onset_runs_as_works_and_equals_the_serial_run(tmp_path, client):
     """Phase retrieval at d = 100, 200 (4 seeds, 6 alphas): the point runs as 48 works on the real local
     cluster, stores per-size onsets and the extrapolation with their dims, and equals `Method.run` bit for bit.
-    (Sizes this small only exercise the machinery; the rule's validation is docs/onset.md.)"""
+    (Sizes this small only exercise the machinery; the rule's validation is docs/validation/onset.md.)"""
     from seqphase.cluster.driver import run_sweep
     from seqphase.core.models import check_outputs, point_stream
     from seqphase.results.store import DONE, Store

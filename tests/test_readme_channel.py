@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from test_readme_example import CHANNEL_EXAMPLE, readme_files, run
+from test_readme_example import CHANNEL_EXAMPLE, README, readme_files, run
 
 LIMIT_LINES = 40  # the section promises a channel in at most 40 lines
 
@@ -29,6 +29,17 @@ def folder(tmp_path_factory):
 
 def test_the_channel_is_one_short_file(folder):
     assert len((folder / "probit.py").read_text().splitlines()) <= LIMIT_LINES
+
+
+def test_the_section_says_the_commands_run_here():
+    """The commands below are the section's own (its bash block), so what the test runs is what it says."""
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index("## Adding a channel"):]
+    section = section[:section.index("\n## ", 1)]
+    block = section[section.index("```bash"):]
+    for command in ("cd mychannels", "seqphase check probit:Probit --set delta=0.05", "seqphase run probit-se.toml",
+                    "seqphase plot probit-se -o probit-se.png"):
+        assert command in block[:block.index("\n```\n")], command
 
 
 def test_check_run_plot_from_the_folder(folder, tmp_path):

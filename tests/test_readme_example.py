@@ -1,6 +1,6 @@
-"""The README's "Adding a model" example, run exactly as the section says.
+"""The manual's "Add a model family" example (docs/howto/add-a-model.md), run exactly as the page says.
 
-Every fenced block of README.md whose info string carries `title="PATH"` (```python title="probit/se.py")
+Every fenced block of that page whose info string carries `title="PATH"` (```python title="probit/se.py")
 is a file of the example; they are written under a temporary folder, which then plays the user's
 `my-models/`: the family's own checks (`probit/test_probit.py`: the identity battery of
 tests/core/test_channel_battery.py on the channel, SE against the shipped sign perceptron as delta -> 0,
@@ -21,26 +21,33 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+HOWTO = ROOT / "docs" / "howto" / "add-a-model.md"
 FILES = {"probit/__init__.py", "probit/channels.py", "probit/se.py", "probit/gamp.py", "probit/figures.py",
          "probit/model.py", "probit/test_probit.py", "probit-se.toml"}
-CHANNEL_EXAMPLE = "mychannels/"  # the "Adding a channel" section's files (tests/test_readme_channel.py)
+CHANNEL_EXAMPLE = "mychannels/"  # the README's "Adding a channel" files (tests/test_readme_channel.py)
 BLOCK = re.compile(r'^```\w+ title="(?P<path>[^"]+)"\n(?P<body>.*?)^```$', re.MULTILINE | re.DOTALL)
 
 
-def readme_files():
-    """{path: text} of the titled fenced blocks of README.md."""
-    found = [(m["path"], m["body"]) for m in BLOCK.finditer(README.read_text(encoding="utf-8"))]
+def titled_files(page):
+    """{path: text} of the titled fenced blocks of a Markdown page."""
+    found = [(m["path"], m["body"]) for m in BLOCK.finditer(page.read_text(encoding="utf-8"))]
     paths = [path for path, _ in found]
-    assert len(paths) == len(set(paths)), f"a title appears twice: {paths}"
+    assert len(paths) == len(set(paths)), f"a title appears twice in {page.name}: {paths}"
     return dict(found)
+
+
+def readme_files():
+    """{path: text} of the titled fenced blocks of README.md (the "Adding a channel" files)."""
+    return titled_files(README)
 
 
 @pytest.fixture(scope="module")
 def example(tmp_path_factory):
     """The example's folder (the user's my-models/) and the environment that has it on PYTHONPATH."""
     folder = tmp_path_factory.mktemp("my-models")
-    for path, text in readme_files().items():
+    for path, text in titled_files(HOWTO).items():
         (folder / path).parent.mkdir(parents=True, exist_ok=True)
         (folder / path).write_text(text, encoding="utf-8")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(folder)] + [
@@ -66,8 +73,8 @@ def run(args, env, cwd):
     return out.returncode, out.stdout + out.stderr
 
 
-def test_the_section_holds_every_file_of_the_example():
-    assert {path for path in readme_files() if not path.startswith(CHANNEL_EXAMPLE)} == FILES
+def test_the_page_holds_every_file_of_the_example():
+    assert set(titled_files(HOWTO)) == FILES
 
 
 def test_the_family_checks_pass(example):

@@ -68,7 +68,7 @@ def test_report_is_static_and_its_table_is_computed(bsr_report):
     assert page.count("<tr class=") == len(rows) > 0
     fig1 = [r for r in rows if r["figure"] == "Fig. 1" and "mse" in r["quantity"] and "ridge" not in r["curve"]]
     # rho = 0.5 against the published beta = 1 curve: the regular points, and alpha_PR = 0.75, where the file's
-    # fixed-point iteration stops at 1.1e-4 and ours is 0 (docs/bsr.md explains it)
+    # fixed-point iteration stops at 1.1e-4 and ours is 0 (docs/validation/bsr.md explains it)
     assert [r["curve"].split(",")[-1].strip() for r in fig1] == ["noiseless: worst of 4 common points (alpha = 0.25)",
                                                                  "alpha = 0.75"]
     for row in rows:
@@ -77,8 +77,8 @@ def test_report_is_static_and_its_table_is_computed(bsr_report):
         assert row["verdict"] == ("agrees" if abs(float(row["deviation"])) <= float(row["tolerance"])
                                   else row["verdict"])
     assert fig1[0]["verdict"] == "agrees" and all(float(r["tolerance"]) == 1e-5 for r in fig1)
-    assert fig1[1]["verdict"] == "differs (explained)" and fig1[1]["explanation"].startswith("docs/bsr.md, section")
-    assert float(fig1[1]["ours"]) == 0 and 'href="#explain-docs-bsr-md' in page and "Explained differences" in page
+    assert fig1[1]["verdict"] == "differs (explained)" and fig1[1]["explanation"].startswith("docs/validation/bsr.md, section")
+    assert float(fig1[1]["ours"]) == 0 and 'href="#explain-docs-validation-bsr-md' in page and "Explained differences" in page
     assert "bsr-se.quick" in page and "git revision" in page and "CPU s" in page
 
 

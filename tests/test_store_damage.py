@@ -10,7 +10,7 @@ import pytest
 import xarray as xr
 
 from spec_files import write_spec
-from test_cli import cli
+from cli_run import cli_here, on_cluster
 from test_store import tree_digest
 from seqphase.cli import main
 from seqphase.cluster import driver, run_sweep
@@ -92,17 +92,17 @@ def test_damaged_ledger_chunk_sets_its_points_pending(tmp_path, client, small_ch
     assert same_bits(before, values(group.store.path))
 
 
-def test_corrupted_array_metadata_one_line_exit_2_untouched(tmp_path):
+def test_corrupted_array_metadata_one_line_exit_2_untouched(tmp_path, client):
     spec = write_spec(tmp_path, alpha=[0.5, 1.0])
     store = tmp_path / "s.zarr"
-    code, _, err = cli("run", spec, "--store", store, "--workers", "1", "--no-progress")
+    code, _, err = cli_here("run", spec, "--store", store, *on_cluster(client), "--no-progress")
     assert code == 0, err
     before = values(store)
     meta = store / "toy" / "overlap" / "zarr.json"
     meta.write_text('{"zarr_format": 3, "node_type": "array", "shape": [')
     digest = tree_digest(store)
     for args in (["status", "toy"], ["query", "toy"], ["verify", "toy"], ["run", spec, "--workers", "1"]):
-        code, out, err = cli(*args, "--store", store)
+        code, out, err = cli_here(*args, "--store", store)
         lines = err.strip().splitlines()
         assert code == 2 and len(lines) == 1, (args, err)
         assert str(meta) in lines[0] and "corrupted metadata" in lines[0] and "fix: restore" in lines[0]
@@ -110,7 +110,7 @@ def test_corrupted_array_metadata_one_line_exit_2_untouched(tmp_path):
     assert tree_digest(store) == digest
     # The fix the line gives: move the group aside and rerun: the same values, bit for bit.
     shutil.move(str(store / "toy"), str(tmp_path / "toy.broken"))
-    code, _, err = cli("run", spec, "--store", store, "--workers", "1", "--no-progress")
+    code, _, err = cli_here("run", spec, "--store", store, *on_cluster(client), "--no-progress")
     assert code == 0, err
     assert same_bits(before, values(store))
 

@@ -113,3 +113,108 @@ class ReturnsNaN(Probit):
 class WrongShape(Probit):
     def sample(self, z, rng):
         return np.ones(3)
+
+
+class GaussianNoise(seqphase.Likelihood):
+    """y = z + sqrt(delta) n, n ~ N(0, 1): the shipped linear channel as a user channel with a continuous y."""
+
+    def __init__(self, delta=0.5):
+        if delta <= 0:
+            raise ValueError("delta must be > 0")
+        self.delta = delta
+
+    def log_likelihood(self, y, z):
+        return -0.5 * (y - z) ** 2 / self.delta - 0.5 * np.log(2 * np.pi * self.delta)
+
+    def sample(self, z, rng):
+        return z + np.sqrt(self.delta) * rng.standard_normal(np.shape(z))
+
+
+class SignProduct(seqphase.Likelihood):
+    """y = sign(z1 z2), p = 2: the shipped multi-index channel "sign-z1z2", re-implemented."""
+
+    p = 2
+    labels = (-1.0, 1.0)
+
+    def log_likelihood(self, y, z):
+        return np.where(y * z[..., 0] * z[..., 1] >= 0, 0.0, -np.inf)
+
+    def sample(self, z, rng):
+        return np.where(z[..., 0] * z[..., 1] >= 0, 1.0, -1.0)
+
+
+class NoisyProduct(seqphase.Likelihood):
+    """y = z1 z2 + sqrt(delta) n, n ~ N(0, 1), p = 2: the shipped "z1z2" channel with label noise (the
+    noiseless one has no finite likelihood)."""
+
+    p = 2
+
+    def __init__(self, delta=0.01):
+        if delta <= 0:
+            raise ValueError("delta must be > 0")
+        self.delta = delta
+
+    def log_likelihood(self, y, z):
+        return -0.5 * (y - z[..., 0] * z[..., 1]) ** 2 / self.delta - 0.5 * np.log(2 * np.pi * self.delta)
+
+    def sample(self, z, rng):
+        z = np.asarray(z)
+        return z[..., 0] * z[..., 1] + np.sqrt(self.delta) * rng.standard_normal(z.shape[:-1])
+
+
+class ProductReturnsNaN(SignProduct):
+    def log_likelihood(self, y, z):
+        return np.full(np.shape(y), np.nan)
+
+
+class ProductWrongShape(SignProduct):
+    def sample(self, z, rng):
+        return np.ones(3)
+
+
+class ProductRaises(SignProduct):
+    def log_likelihood(self, y, z):
+        raise RuntimeError("broken")
+
+
+class ProductRaisesOnBatches(SignProduct):
+    """Passes the one-batch check before a run, then raises on the batches a run evaluates."""
+
+    def log_likelihood(self, y, z):
+        if np.size(y) > 400:
+            raise RuntimeError("this channel is broken on large batches")
+        return super().log_likelihood(y, z)
+
+
+class FlippedSignProduct(SignProduct):
+    """The dishonest p = 2 one: its sampler flips every label its likelihood gives."""
+
+    def sample(self, z, rng):
+        return -super().sample(z, rng)
+
+
+class NoisySignProduct(seqphase.Likelihood):
+    """y = sign(z1 z2), flipped with probability eps, p = 2."""
+
+    p = 2
+    labels = (-1.0, 1.0)
+
+    def __init__(self, eps=0.1):
+        self.eps = eps
+
+    def log_likelihood(self, y, z):
+        return np.where(y * z[..., 0] * z[..., 1] >= 0, np.log1p(-self.eps), np.log(self.eps))
+
+    def sample(self, z, rng):
+        z = np.asarray(z)
+        flip = rng.random(z.shape[:-1]) < self.eps
+        return np.where(z[..., 0] * z[..., 1] >= 0, 1.0, -1.0) * np.where(flip, -1.0, 1.0)
+
+
+class MiscalibratedSignProduct(NoisySignProduct):
+    """The dishonest one: its sampler flips three times as often as its likelihood says."""
+
+    def sample(self, z, rng):
+        z = np.asarray(z)
+        flip = rng.random(z.shape[:-1]) < 3 * self.eps
+        return np.where(z[..., 0] * z[..., 1] >= 0, 1.0, -1.0) * np.where(flip, -1.0, 1.0)

@@ -29,7 +29,7 @@ field: R = S_hat + X^T g / A uses the damped S_hat, theirs the undamped one; bot
 Without damping the iteration from the spec's start collapses (spec pitfall 7): at d = L = 100, rho = 0.5,
 alpha = 0.5 (SE 0.3515) zeta -> 0 within 4 iterations and the error ends at 30.1 +- 1.6 (4 seeds), against
 0.344 +- 0.007 with damping 0.5. The cause is the start's variance C_0 = 20, ten times the true error (2) of a
-prior sample: undamped from C_0 = 2 it converges (0.344 +- 0.007). docs/bsr.md, tests/bsr/test_bsr_gamp.py.
+prior sample: undamped from C_0 = 2 it converges (0.344 +- 0.007). docs/validation/bsr.md, tests/bsr/test_bsr_gamp.py.
 
 Start (spec: `scale` = 20). S_hat_0 = a fresh prior sample (its own random stream, independent of the
 teacher: error 2 per entry), C_0 = `init_variance`; g_0 = 0, so the first omega = X S_hat_0 (the authors' code

@@ -18,7 +18,7 @@ Hessian of the loss in S is M_f^T M_f / 2, whose top eigenvalue is (1 + sqrt(alp
 and the factorisation multiplies it by ||B||_op^2 / r ~ (sqrt(L) + sqrt(r))^2 / r (the same for A with d),
 so the top curvature at the prior start is ~ (1 + sqrt(alpha))^2 (sqrt(beta/rho) + 1)^2 / 2 per factor, ~ 10-13
 at rho = 0.2, beta = 1, alpha <= 0.5, near 2 / lr = 20 for the pair (A, B): the scale is d-independent, as the
-spec's script uses the same lr at every size; lr = 0.02 reaches the same final errors (docs/bsr.md), and no run
+spec's script uses the same lr at every size; lr = 0.02 reaches the same final errors (docs/validation/bsr.md), and no run
 of the sweeps diverged. A diverging student (non-finite loss) is recorded, not hidden.
 
 The n_students students of one seed share the teacher and the data and are trained together: their factors

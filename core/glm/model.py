@@ -84,23 +84,16 @@ def build(params):
         prior_cls = PRIORS[params["prior"]]
         prior = prior_cls(params["rho"]) if params["prior"] == "gauss-bernoulli" else prior_cls()
     else:
-        prior = DerivedPrior(_plugin(params, "prior"), name=params["prior"])
+        prior = DerivedPrior(plugins.for_point(params, "prior"), name=params["prior"])
     if params["channel"] in CHANNELS:
         channel_cls = CHANNELS[params["channel"]]
         channel = channel_cls(params["delta"]) if params["channel"] == "linear" else channel_cls()
     else:
-        channel = plugins.DerivedScalarChannel(_plugin(params, "channel"), name=params["channel"])
+        channel = plugins.DerivedScalarChannel(plugins.for_point(params, "channel"), name=params["channel"])
     return prior, channel
 
 
 _SHIPPED = {"prior": PRIORS, "channel": CHANNELS}
-
-
-def _plugin(params, kind):
-    """The user's Likelihood or Prior object of a point."""
-    info = plugins.load(params[kind], kind)
-    keywords = plugins.parameters(info.cls, f"params.{kind}")
-    return plugins.instantiate(info, {key: params[key] for key in keywords if key in params}, f"params.{kind}")
 
 
 def _plugin_keywords(params, kind):
@@ -339,7 +332,7 @@ class GLMModel(Model):
                                  "remove delta or set channel = \"linear\"")
         for kind, shipped in _SHIPPED.items():
             if params[kind] not in shipped:
-                plugins.smoke_test(_plugin(params, kind), kind)  # NaN, wrong shapes: one line, before any run
+                plugins.smoke_test(plugins.for_point(params, kind), kind)  # NaN, wrong shapes: one line, before any run
         if method == "threshold" and params["channel"] == "linear" and params["prior"] == "gaussian":
             raise ParameterError("params.prior", "a Gaussian prior with a linear channel has no phase "
                                  "transition to locate", "use prior = \"gauss-bernoulli\" (compressed sensing)")

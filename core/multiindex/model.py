@@ -1,7 +1,9 @@
 """Multi-index models y = g(W x / sqrt d), W in R^{p x d} with Gaussian prior N(0, I_p) columns.
 
 Registry name "multiindex". Parameters: `channel` (see `core/multiindex/channels.py`: "z1z2",
-"sign-z1z2", "norm2", "z1z2z3", "sign-z1z2z3", "committee3", "staircase", "square", "abs"), `p`
+"sign-z1z2", "norm2", "z1z2z3", "sign-z1z2z3", "committee3", "staircase", "square", "abs"; or a user
+plug-in "module:Class", a `seqphase.Likelihood` with p = 2, derived by quadrature in
+`core/multiindex/plugin_channel.py`, its constructor keywords becoming parameters), `p`
 (only for "norm2": ||z||^2 in p dims, 1 <= p <= 3; leave it at its default 0 = "not used" for the
 other channels), `alpha` (> 0; not for threshold sweeps).
 
@@ -28,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from seqphase.core import onset
+from seqphase.core import onset, plugins
 from seqphase.core.errors import ParameterError
 from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, SeededMethod, Variable
 from seqphase.core.multiindex import figures
@@ -36,6 +38,8 @@ from seqphase.core.multiindex import gamp as mgamp
 from seqphase.core.multiindex import se as mse
 from seqphase.core.multiindex import thresholds as mth
 from seqphase.core.multiindex.channels import MI_CHANNELS, P_MAX, make_channel
+from seqphase.core.multiindex import plugin_channel
+from seqphase.core.multiindex.plugin_channel import DerivedVectorChannel
 from seqphase.core.numerics import forward_fill, nan_log, pad_matrix
 from seqphase.core.search import K_SETTING, check_bracket
 
@@ -80,14 +84,18 @@ _THR = {
 
 
 #: quadrature resolution of the isotropic SE per channel (relative error of qhat < 1e-3 for q <= 0.6,
-#: measured against n_gh 20 / doubled y-rule density; see docs/multiindex.md). z1 z2: 1 - q below 1e-5 counts as
+#: measured against n_gh 20 / doubled y-rule density; see docs/validation/multiindex.md). z1 z2: 1 - q below 1e-5 counts as
 #: perfect recovery (the rule's noise floor in 1 - q is ~1e-6, where alpha = 3 used to spend 19 of 46 iterations)
 ISO_SE = {"z1z2": dict(n_gh=12, res=1.0, tol=1e-6, q_perfect=1 - 1e-5), "sign-z1z2": dict(n_gh=40, tol=1e-8)}
 
 
 def channel_of(params):
-    """The channel of a point ("norm2" takes p; p = 0 means "not used")."""
-    return make_channel(params["channel"], params.get("p") or None)
+    """The channel of a point ("norm2" takes p; p = 0 means "not used"), or a user plug-in
+    ("module:Class", core/plugins.py) built with its constructor keywords from the point's parameters and
+    derived by quadrature (`plugin_channel.DerivedVectorChannel`)."""
+    if params["channel"] in MI_CHANNELS:
+        return make_channel(params["channel"], params.get("p") or None)
+    return DerivedVectorChannel(plugins.for_point(params, "channel"), name=params["channel"])
 
 
 _MATRIX = ("row", "col")
@@ -275,7 +283,8 @@ class MultiIndexModel(Model):
                         "weak-learnability thresholds and the grand staircase",
             params={
                 "alpha": Param("alpha", "float", "sample complexity n/d", REQUIRED, low=0.0),
-                "channel": Param("channel", "choice", "multi-index channel", "z1z2", choices=tuple(MI_CHANNELS)),
+                "channel": Param("channel", "choice", "multi-index channel", "z1z2", choices=tuple(MI_CHANNELS),
+                                 plugin="channel"),
                 "p": Param("p", "int", "number of indices of 'norm2' (0 = not used)", 0, low=0, high=P_MAX,
                            low_inclusive=True),
             },
@@ -294,6 +303,14 @@ class MultiIndexModel(Model):
 
     def check_point(self, method, params):
         ch, p = params.get("channel"), params.get("p", 0)
+        if ch not in MI_CHANNELS:  # a user plug-in: its p is its class's; NaN, wrong shapes: one line, now
+            if p != 0:
+                raise ParameterError("params.p", f"p={p} is only used by channel 'norm2'",
+                                     "remove p (a plug-in declares its own p)")
+            plugin = plugins.for_point(params, "channel")
+            plugin_channel.dimension(plugin)
+            plugins.smoke_test(plugin, "channel")
+            return params
         if ch == "norm2" and p == 0:
             raise ParameterError("params.p", "channel 'norm2' needs p", f"set p in 1..{P_MAX}")
         if ch != "norm2" and p != 0:

@@ -32,7 +32,7 @@ S_hat <- (1 - b) S_new + b S_hat, c <- (1 - b) c_new + b c, with the damping-con
 the fixed points of the undamped algorithm. "estimate" is the loop's form; "channel" is the spec's,
 realised in the `g_out` hook on an undamped loop: the hook receives the undamped V_new = 2 c and
 omega_new = project - V_new g_old, mixes them with the previous (damped) pair and keeps the mixture for the
-next iteration. Measured (docs/quadratic.md "GAMP-RIE"): undamped, the predicted error collapses to ~0 while
+next iteration. Measured (docs/validation/quadratic.md "GAMP-RIE"): undamped, the predicted error collapses to ~0 while
 the true error stays high (d = 80, alpha = 0.3: 8 of 8 seeds); damped 0.5, both forms reach the SE to the
 same finite-d bias (d = 100, alpha = 0.2: 0.406 +- 0.005 and 0.407 +- 0.004 against 0.392).
 

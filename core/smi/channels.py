@@ -44,7 +44,7 @@ from seqphase.core.smi.posterior_z2 import posterior_2layer_z2
 class Resolution:
     """Grid settings of the posterior: level-0 points per axis, target effective number of cells, and
     the zoom depth. Measured against a dense grid: g_out within 0.5% for V22 >= 0.02 (tests/smi); against
-    a grid twice as fine at V22 = 1e-3: median 1e-5, worst of 400 samples 2% (docs/smi.md). Skips below
+    a grid twice as fine at V22 = 1e-3: median 1e-5, worst of 400 samples 2% (docs/validation/smi.md). Skips below
     ~0.4 use strip coordinates (`posterior.strip_map`) and the acceptance rule of `neff_strip`, `tol_strip`. A
     last-layer cavity narrow against the first layer's (V22 < z2_ratio V11, V22 < z2_max, V11 >= z2_v11_min) is
     integrated over z2 with `neff_z2` (`posterior_z2.py`; at V = diag(0.5, 1e-6): median 1e-7, worst 1.6e-3 of
@@ -55,18 +55,17 @@ class Resolution:
     max_level: int = 6
     # small skips (strip coordinates, `posterior.strip_map`): with 30 (or 100) effective cells alone the grid
     # accepted under-resolved posteriors (c = 0.01, 30 model draws at Q = diag(0, 0.9): worst error of g or
-    # dg 6% with 30, 2.4% with 100, 3e-4 with 300, against a 2000^2 grid; docs/smi.md). 300 effective cells
+    # dg 6% with 30, 2.4% with 100, 3e-4 with 300, against a 2000^2 grid; docs/validation/smi.md). 300 effective cells
     # (until commit b1eb086; neff_strip = 300, tol_strip = 0 restore it) were almost never reached by a
     # level-0 grid: 3-5 grids a sample. Now: 30 effective cells and the local error estimate of
-    # `posterior._roughness_axes` <= tol_strip of the total weight (docs/smi.md "Acceptance by a local error
-    # estimate": 288 samples against the dense grid, the worst error of g per skip no larger than the
+    # `posterior._roughness_axes` <= tol_strip of the total weight (CHANGELOG.md, smi gamp version 3: 288 samples against the dense grid, the worst error of g per skip no larger than the
     # 300-cell rule's except at c = 0.1, 2.8e-4 against 1e-9; 4-7x fewer cells at c = 0.1)
     neff_strip: float = 30.0
     tol_strip: float = 1e-4
     # narrow last-layer cavity: V22 < z2_ratio V11, V22 < z2_max and V11 >= z2_v11_min integrate over z2
     # instead of z1 (`posterior_z2.py`; the z1 grid misses curved ridges there; with V11 small too, z1 is
-    # pinned by its own prior and the z1 grid is right while the z2 chart is not; docs/smi.md "The noiseless
-    # limit"); z2_ratio = 0 turns the z2 chart off
+    # pinned by its own prior and the z1 grid is right while the z2 chart is not; docs/validation/smi.md "Channel
+    # accuracy"); z2_ratio = 0 turns the z2 chart off
     z2_ratio: float = 0.01
     z2_max: float = 1e-3
     z2_v11_min: float = 0.02
@@ -80,7 +79,7 @@ class Resolution3:
     their seed, the mixture weights of the inner proposal (cavity, diagonal band, inverted sheet) and the
     band width in units of v3|1^(1/4). The error is sampling noise (self-normalised weights: bias O(1 /
     n_points)), dominated by that of <z3> amplified by 1/V33. Measured at 1024 points on SE draws
-    (docs/smi.md): per-sample error of g in units of rms |g|, median 0.3% / 1.1% / 3.8% at
+    (docs/validation/smi.md): per-sample error of g in units of rms |g|, median 0.3% / 1.1% / 3.8% at
     Q = diag(0, 0, 0.95 / 0.99 / 0.999), 90th percentile 2% / 7% / 20%; it adds 0.03% / 0.25% / 1.5% to
     E[g g^T] (the SE's Qhat). Against brute-force Monte Carlo at 8192 points:
     g within 0.1%, log Z within 0.2% (tests/smi/test_smi3.py). The accuracy is insensitive to the

@@ -33,7 +33,7 @@ Onsager (reaction) term, damped consistently (the shared loop's, `core/gamp.py`)
 C_new,t + c C_hat_{t-1} (`reaction = "reference"`): the old fraction c of the reaction is applied to the
 new g_{t-1} instead of carrying R_{t-1}, although W_hat_{t-1}'s reaction is that of g_{t-2}; at alpha =
 1.2 this leaves some instances stuck at M11 ~ 0. `reaction = "none"` drops the term and blows up. Both
-are kept only for the comparison in docs/smi.md. Neither is a damped reaction the shared loop can carry
+are kept only for the comparison in docs/validation/smi.md. Neither is a damped reaction the shared loop can carry
 (its R_t always mixes in c R_{t-1}), so they go through a flag of `AttentionSteps`: the loop's reaction
 stays exactly 0 and `project` subtracts C_hat_t g_{t-1} itself ("reference") or nothing ("none"); the
 consistent path is the loop's own.
@@ -48,14 +48,14 @@ negative direction is finite-n / quadrature noise, and the Gaussian-prior denois
 step, which clips Qhat the same way) is only a contraction for A >= 0; without the clip I + A can be
 singular and C_hat indefinite, which the channel refuses (V must be positive definite). The number of
 clipped iterations is reported; the clipped eigenvalues are small (>= -0.07 at d = 300) and the final
-overlaps are the same without the clip (docs/smi.md). (ii) eps (reference: 1e-3, as in the SE) keeps V positive definite when
+overlaps are the same without the clip (docs/validation/smi.md). (ii) eps (reference: 1e-3, as in the SE) keeps V positive definite when
 C_hat -> 0 (recovery); with eps = 0 a run whose C_hat has collapsed below 1e-9 stops (converged: the
 cavity has no width left for the posterior quadrature to resolve). (iii) A non-finite g, dg or
 estimate stops the run and flags it as diverged (the caller NaN-pads the log).
 
 Labels: `sample_instance(noise=...)` adds Gaussian noise of variance `noise` to the teacher's indices
 before the link (0: the paper's noiseless model); noise = eps is the teacher the SE with the same eps
-describes, the setting in which GAMP lands on the SE (docs/smi.md).
+describes, the setting in which GAMP lands on the SE (docs/validation/smi.md).
 
 Initialisation: "random" (the reference code): W_hat^0 ~ N(0, 1), i.e. |w_l|^2 / d ~ 1 and an overlap
 O(d^-1/2) with W*, which plays the role of side information; "small": W_hat^0 ~ 1e-3 N(0, 1). C_hat^0 = I.
@@ -210,7 +210,7 @@ def run_gamp(channel, X, u, W_star, *, max_iter=50, damping=0.2, tol=1e-6, side_
 
     Stops after max_iter iterations or when the rms change of W_hat per entry is below tol. `W0` replaces
     the drawn start (e.g. an informed one). `variance = "nishimori"` (A = (1/d) sum g g^T) and `reaction`
-    other than "consistent" are kept for the comparisons of docs/smi.md only: from the N(0, 1) start the
+    other than "consistent" are kept for the comparisons of docs/validation/smi.md only: from the N(0, 1) start the
     Nishimori form makes C_hat collapse in a few iterations (omega's variance ~2 against V = I) and the
     overlaps freeze."""
     if variance not in ("analytic", "nishimori"):

@@ -60,6 +60,9 @@ _SE = {
     "coarse": _i("coarse", "k: the transient runs on n_mc / k of the points first, then all of them "
                  "(1: off; same fixed point to tol, core/smi/se.py)", 8, 1, 64),
     "n_error": _i("n_error", "Monte Carlo draws of the plug-in error (Bayes error: n_error / 5)", 100_000, 1000),
+    "anderson": _i("anderson", "pairs of Anderson's multisecant extrapolation next to a stable fixed point, and "
+                   "a secant along a growing layer's overlap (0: off; same fixed point to tol, core/smi/se.py)",
+                   3, 0, 10),
 }
 _THR = {
     "n_k": _i("n_k", "quasi-Monte Carlo points of both routes (rounded up to a power of 2): the stability "
@@ -106,7 +109,7 @@ _ONSET = {**onset.ONSET_SETTINGS, **onset.window_settings("alpha2", 0.1, 0.5, 9)
           **onset.window_settings("alpha1", 0.5, 1.1, 7),
           **{k: v for k, v in _GAMP.items() if k not in ("d", "n_seeds", "n_gen")},
           "max_iter": _i("max_iter", "GAMP iterations at most (stops earlier at tol)", 150, 1, 10_000),
-          # the precision of the 16-seed grid design at c = 0.1 (docs/smi.md, Thresholds by GAMP)
+          # the precision of the 16-seed grid design at c = 0.1 (docs/validation/smi.md, Thresholds by GAMP)
           **onset.design_settings({"alpha2": 0.019, "alpha1": 0.024})}
 _SGD = {
     "alpha": _f("alpha", "sample complexity n/d of the training set (paper: 15)", 15.0, 0.0),
@@ -166,7 +169,7 @@ class SE(Method):
         draws = sse.Draws(ch.p, ch.T, s["n_mc"], np.random.default_rng(k_draws))
         st = sse.smi_se(ch, alpha, draws, Q0=s["q0"] * np.eye(ch.p), side_info=s["side_info"],
                         damping=s["damping"], tol=s["tol"], max_iter=s["max_iter"], eps=s["eps"],
-                        coarse=s["coarse"])
+                        coarse=s["coarse"], anderson=s["anderson"])
         hist = np.full((s["max_iter"] + 1, MAX_DEPTH, MAX_DEPTH), np.nan)
         k = min(len(st.history), s["max_iter"] + 1)
         hist[:k] = _pad(st.history[:k])
@@ -391,11 +394,12 @@ class SMIModel(Model):
                 "depth": Param("depth", "choice", "number of attention layers (3: se only)", 2, choices=(2, 3)),
             },
             methods={
-                "se": SE(_SE, version=6, doc="Bayes-optimal SE, plug-in and Bayes errors (v3: coarse-to-fine "
+                "se": SE(_SE, version=7, doc="Bayes-optimal SE, plug-in and Bayes errors (v3: coarse-to-fine "
                                              "transient; v4: small-skip posterior, channels.py; v5: small-skip "
                                              "grid accepted by a local error estimate, strip box end fixed, z2 "
                                              "chart for V22 < 1e-3 (posterior_z2.py: eps < 1e-3 only); v6: "
-                                             "small-skip grid refined per axis)"),
+                                             "small-skip grid refined per axis; v7: Anderson extrapolation and "
+                                             "growth secant, method.anderson)"),
                 "gamp": GAMP(_GAMP, version=4, doc="GAMP at finite d, damping-consistent Onsager term "
                                                  "(v2: small-skip posterior; v3: small-skip grid accepted by a "
                                                  "local error estimate, strip box end fixed, z2 chart for "

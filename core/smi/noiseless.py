@@ -1,4 +1,4 @@
-"""The noiseless limit eps -> 0 of the SMI SE (docs/smi.md "The noiseless limit"; the perfect-recovery threshold at depth 2 and 3).
+"""The noiseless limit eps -> 0 of the SMI SE (docs/validation/smi.md "The noiseless limit"; the perfect-recovery threshold at depth 2 and 3).
 
 The SE of `se.py` has V = I - Q + eps I and a teacher with index noise eps (the reference code's
 regulariser, spec smi.md §3.2); the paper's model is noiseless. The computations:
@@ -135,7 +135,7 @@ class PerfectRecovery:
 
     @property
     def ratio(self):
-        """V11 / V_pp at v* (for 2 layers the r* of docs/smi.md)."""
+        """V11 / V_pp at v* (for 2 layers the r* of docs/validation/smi.md)."""
         return float(self.v[0] / self.v[-1])
 
 

@@ -14,7 +14,7 @@ express without evaluating the finest grid everywhere):
    the prior factor at the edge is e^-21), both sheets. For small skips (c <~ 0.3) det A(z1) ~ (1 + c)
    (c + e^2/4) nearly vanishes on a strip of width ~ 2 sqrt(c) around the diagonal e = z1_0 - z1_1 = 0,
    where the sheets move fast; a uniform grid misses it (g off by 12% at c = 0.1 and 42% at c = 0.01 with
-   G = 40, docs/smi.md). There the grid axes are (m, t), m = (z1_0 + z1_1)/2 and e = e(t) graded
+   G = 40, docs/validation/smi.md). There the grid axes are (m, t), m = (z1_0 + z1_1)/2 and e = e(t) graded
    geometrically from cells of sqrt(c)/4 on the strip to the plain step far from it (`strip_map`,
    `_emap`), G x (G + ~30-45) cells;
 2. if the grid resolves the posterior, done: on the plain grid when the effective number of cells
@@ -22,8 +22,8 @@ express without evaluating the finest grid everywhere):
    error estimate of `_roughness_axes` (each cell's weight times the midpoint rule's error on a Gaussian of
    the curvature that the log-weight's second differences show there) is <= `tol` (1e-4) of the total
    weight (until commit b1eb086: 300 effective cells, which almost no level-0 grid reached at small
-   skips, so almost every sample was zoomed 2-4 times; docs/smi.md "Acceptance by a local error
-   estimate");
+   skips, so almost every sample was zoomed 2-4 times; CHANGELOG.md, smi gamp
+   version 3);
 3. otherwise the mass sits in narrow peaks (small V22 late in the SE: z2 nearly known pins S(z1), hence
    z1 up to its sign, so there are at most two peaks, +-z1*). The cells holding mass (weight > 1e-13 of
    the peak) are split by the half-plane z1 . z1_argmax >= 0 into at most two boxes (merged if they
@@ -203,7 +203,7 @@ def _next_sizes(na, nb, shrink0, shrink1, axes, tot, tol, n0, cap0, cap1):
     term's) exceeds half the tolerance gets half the step (one of the two always does: the total sums, per
     cell, the largest of the three terms), and no axis has fewer than n0 cells. At c <= 0.01 the mass lies
     along the whole strip (the box does not shrink) and the strip axis t is the rough one in 93-99% of the
-    failures (measured, docs/smi.md): the isotropic rule's 80 x 80 and 160 x 160 grids refined m for
+    failures (measured, docs/validation/smi.md): the isotropic rule's 80 x 80 and 160 x 160 grids refined m for
     nothing and stopped t at 160 cells."""
     m0 = int(math.ceil(na * shrink0))  # the same step on the shrunk box
     m1 = int(math.ceil(nb * shrink1))

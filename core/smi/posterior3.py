@@ -19,7 +19,7 @@ projection of the surface onto z1 has point singularities where h2 crosses the d
 map h2 -> softmax(h2 h2^T) folds the diagonal to a point; the z1 marginal of the posterior has an
 integrable ~1/r spike there). A midpoint grid over z1 with a Laplace / Gauss-Hermite inner over z2 was
 measured 5-30% off in the inner integrals on such samples, and an adaptive inner grid (the 2-layer design)
-costs ~50 ms per sample (docs/smi.md), so the 4-D integral is done by importance sampling:
+costs ~50 ms per sample (docs/validation/smi.md), so the 4-D integral is done by importance sampling:
 
 * outer: z1 ~ N(omega1, V11) per token (the cavity marginal), every point with its mirror image
   2 omega1 - z1;

@@ -1,5 +1,5 @@
 """The 2-layer, T = 2 posterior integrated over z2 instead of z1: the chart for a narrow last-layer cavity
-(small V22, the noiseless limit of the SE and GAMP with a small eps; docs/smi.md "The noiseless limit").
+(small V22, the noiseless limit of the SE and GAMP with a small eps; docs/explanation/smi.md "Channel: the exact T = 2 posterior").
 
 Why. The z1 chart of `posterior.py` weighs z1 by N(A(z1)^-1(+-u); omega2, V22): for V22 -> 0 that factor pins
 S(z1) = softmax(z1 z1^T), and where S saturates (s00 or s11 near 0 or 1) the posterior in z1 is a long, thin,

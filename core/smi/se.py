@@ -177,8 +177,81 @@ def _grow_jump(hist, frozen, target=1e-3, min_ratio=1.0 + 1e-3):
     return out if moved else None
 
 
+def _anderson(xs, gs, free, growth_tol, window):
+    """Anderson's extrapolated fixed point from the last `window` + 1 pairs (x_i, G(x_i)) of the map,
+    and its distance to the last image, or None.
+
+    The residuals R_i = G(x_i) - x_i on the free entries (upper triangle) are combined so that the
+    differences of the last pairs cancel R_n in least squares: x_A = G(x_n) - dG gamma, with
+    dR gamma ~ R_n (a multisecant Newton step: for a linear map in m <= window unknowns it is the fixed
+    point). Only taken next to a stable fixed point: every free diagonal entry's secant slope
+    (G_n - G_{n-1}) / (x_n - x_{n-1}) below 1. An entry growing from a tiny value (< 1e-3, relative
+    growth > growth_tol) is left out of the secants (it keeps its image, and the distance is infinite
+    while it grows): extrapolating it would pull it onto the unstable Q_ll = 0 branch (a layer about to
+    be learned), which the plain iteration leaves. The distance is |x_A - G(x_n)| plus ten
+    times the residual the secants leave unexplained."""
+    if len(xs) < 2:
+        return None
+    x0, x1, g0, g1 = xs[-2], xs[-1], gs[-2], gs[-1]
+    growing = [a for a in free if x1[a, a] < 1e-3 and g1[a, a] > x1[a, a] * (1.0 + growth_tol)]
+    settling = [a for a in free if a not in growing]
+    for a in settling:
+        dx = x1[a, a] - x0[a, a]
+        if abs(dx) > 1e-12 and (g1[a, a] - g0[a, a]) / dx >= 1.0:
+            return None
+    if not settling:
+        return None
+    rows, cols = np.triu_indices(x1.shape[0])
+    keep = np.isin(rows, settling) & np.isin(cols, settling)
+    rows, cols = rows[keep], cols[keep]
+    k = min(window, len(xs) - 1)
+    X = np.array([x[rows, cols] for x in xs[-k - 1:]])
+    G = np.array([g[rows, cols] for g in gs[-k - 1:]])
+    R = G - X
+    dR, dG = np.diff(R, axis=0).T, np.diff(G, axis=0).T
+    gamma, *_ = np.linalg.lstsq(dR, R[-1], rcond=1e-10)
+    step = G[-1] - dG @ gamma
+    out = gs[-1].copy()
+    out[rows, cols] = step
+    out[cols, rows] = step
+    # the part of R_n that the secants do not explain (a direction the last pairs never moved in) is not
+    # in the step: it counts in full, so that two pairs cannot declare three unknowns converged
+    unexplained = float(np.max(np.abs(R[-1] - dR @ gamma)))
+    distance = float(np.max(np.abs(step - G[-1]))) + 10.0 * unexplained
+    return out, distance if not growing else np.inf
+
+
+def _grow_secant(xs, gs, free, growth_tol, max_factor=4.0):
+    """The images' diagonal with each entry that grows between two successive pairs moved ahead along
+    its growth, or None.
+
+    A layer being learned leaves the unstable Q_ll = 0 with G(x) = x rho(x), rho > 1 falling to 1 at the
+    stable fixed point x*: a root of rho - 1 (the residual divided by x, which removes the trivial root
+    x = 0 that a secant on G(x) - x itself would head for). The secant of rho through the last two pairs
+    estimates it; the entry is moved there, at most max_factor times its image (rho is convex in x: the
+    secant undershoots early in the growth, and a capped jump cannot leave the iteration's range). An
+    entry still growing at a constant rate (no fall of rho yet) is moved to max_factor times its image.
+    Only entries above 1e-4 are moved (below, `_grow_jump`); a jump past x* is harmless, as x* is
+    approached from above by a stable iteration."""
+    if len(xs) < 2:
+        return None
+    x0, x1, g0, g1 = xs[-2], xs[-1], gs[-2], gs[-1]
+    out = np.diag(g1).copy()
+    moved = False
+    for a in free:
+        if not (1e-4 <= x0[a, a] < x1[a, a] and g0[a, a] > x0[a, a] * (1.0 + growth_tol)
+                and g1[a, a] > x1[a, a] * (1.0 + growth_tol)):
+            continue
+        r0, r1 = g0[a, a] / x0[a, a], g1[a, a] / x1[a, a]
+        slope = (r1 - r0) / (x1[a, a] - x0[a, a])
+        target = x1[a, a] + (1.0 - r1) / slope if slope < 0.0 else np.inf
+        out[a] = min(max(target, g1[a, a]), max_factor * g1[a, a], 1.0 - 1e-6)
+        moved = True
+    return out if moved else None
+
+
 def smi_se(channel, alpha, draws, *, Q0=None, side_info=0.0, damping=0.2, tol=1e-5, max_iter=100, eps=1e-3,
-           freeze=None, accelerate=True, q_floor=1e-8, growth_tol=1e-3, coarse=1):
+           freeze=None, accelerate=True, q_floor=1e-8, growth_tol=1e-3, coarse=1, anderson=0):
     """Iterate the SE. This loop is not `numerics.fixed_point`: the sampled map needs a stopping rule on
     the estimated distance to the limit with a growth guard (`_settled`, not the last change), a floor
     on the free diagonal entries, frozen layers, Aitken / growth jumps that insert iterates into the
@@ -196,7 +269,7 @@ def smi_se(channel, alpha, draws, *, Q0=None, side_info=0.0, damping=0.2, tol=1e
     the first-layer overlap first decays (while Q22 is learned) to ~1e-10 and then, above alpha_1, regrows
     by a factor alpha K11 ~ 1.05 per iteration; its absolute change is far below tol for a hundred
     iterations, and an absolute criterion alone stops the SE on the unstable Q11 = 0 branch (alpha = 0.8,
-    2048 points: Q11 = 0 after 29 iterations, against 0.102 with this rule; docs/smi.md).
+    2048 points: Q11 = 0 after 29 iterations, against 0.102 with this rule; docs/validation/smi.md).
     `q_floor` keeps unfrozen diagonal entries >= q_floor (an infinitesimal perturbation, like side
     information) so that such an entry can regrow and its relative growth is defined.
     `accelerate`: every 4th iteration, Aitken extrapolation of converging diagonal entries (`_aitken`)
@@ -207,12 +280,18 @@ def smi_se(channel, alpha, draws, *, Q0=None, side_info=0.0, damping=0.2, tol=1e
     n-draw map, the same one (to tol) as without the coarse stage: only the start of the fine stage
     moves, from Q0 to the coarse fixed point, which differs from the fine one by the Monte Carlo
     error of n / k draws (2048 points, k = 8, c = 1: 2.3-2.7x faster at alpha = 0.8, 1.0, 1.6, fixed
-    points equal within 1e-5; docs/smi.md)."""
+    points equal within 1e-5; docs/validation/smi.md).
+    `anderson` = m > 0: after every evaluation, Anderson's multisecant step from the last m + 1 pairs
+    (x, G(x)) next to a stable fixed point (`_anderson`; converged when its estimated distance is below
+    tol), else the secant of a growing layer's growth rate (`_grow_secant`); the plain rule and the
+    every-4th-iteration jumps apply when neither does. Near the layer-1 threshold the slope of the map
+    tends to 1: at alpha 0.77-1.1 (2048 points, c = 1) the plain iteration needs 15-66 fine iterations,
+    the secants 6-21 to the same fixed point (within 2e-4; docs/benchmarks.md, SMI state evolution)."""
     p = channel.p
     frozen = set(freeze or ())
     Q = 0.05 * np.eye(p) if Q0 is None else np.array(Q0, float)
     hist, n_coarse = [Q.copy()], 0
-    args = (channel, alpha, side_info, damping, eps, frozen, accelerate, q_floor, growth_tol)
+    args = (channel, alpha, side_info, damping, eps, frozen, accelerate, q_floor, growth_tol, anderson)
     n = draws.xi.shape[0] if draws is not None else 0
     if coarse > 1 and n // coarse >= 64:
         # at most half the budget: a coarse map that creeps (a layer on the edge of being learned) must not
@@ -227,12 +306,13 @@ def smi_se(channel, alpha, draws, *, Q0=None, side_info=0.0, damping=0.2, tol=1e
                    n_coarse=n_coarse)
 
 
-def _iterate(channel, alpha, side_info, damping, eps, frozen, accelerate, q_floor, growth_tol, draws, Q, tol,
-             max_iter):
+def _iterate(channel, alpha, side_info, damping, eps, frozen, accelerate, q_floor, growth_tol, anderson, draws, Q,
+             tol, max_iter):
     """The SE loop of `smi_se` from Q: (list of iterates, Q first; last Qhat; iterations; converged)."""
     p = channel.p
     free = [a for a in range(p) if a not in frozen]
     hist = [Q.copy()]
+    xs, gs = [], []  # the points the map was evaluated at and their images (`_anderson`)
     converged = False
     Qh = np.zeros((p, p))
     it = 0
@@ -245,11 +325,31 @@ def _iterate(channel, alpha, side_info, damping, eps, frozen, accelerate, q_floo
         for a in frozen:
             new[a, :] = 0.0
             new[:, a] = 0.0
+        xs.append(Q)
+        gs.append(new)
         Q = new
         hist.append(Q.copy())
         if _settled(hist, tol, free, growth_tol):
             converged = True
             break
+        step = _anderson(xs, gs, free, growth_tol, anderson) if anderson else None
+        if step is not None:
+            extrapolated, distance = step
+            if distance < tol:  # the last image is within tol of the fixed point that the secants estimate
+                converged = True
+                break
+            if (np.all(np.diag(extrapolated)[free] >= q_floor) and np.all(np.diag(extrapolated) < 1.0)
+                    and np.linalg.eigvalsh(cavity(extrapolated, eps)).min() > 0.0):
+                Q = extrapolated
+                hist.append(Q.copy())
+                continue
+        diag = _grow_secant(xs, gs, free, growth_tol) if anderson else None
+        if diag is not None:
+            jumped = Q - np.diag(np.diag(Q)) + np.diag(diag)
+            if np.linalg.eigvalsh(cavity(jumped, eps)).min() > 0.0:
+                Q = jumped
+                hist.append(Q.copy())
+                continue
         if accelerate and it % 4 == 3:
             diag = _aitken(hist)
             if diag is None:

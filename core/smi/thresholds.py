@@ -38,7 +38,7 @@ the bracket, then two at the interpolated root +- half the tolerance beside k - 
 probe is a pass of its own. k is a
 setting, not the number of workers, so a point's value does not depend on the cluster. What version 6
 changes in the numbers: the sums are added block by block (rounding), and the searches' final brackets
-differ (the same root of the same sampled function, within the search's rtol; docs/smi.md, the table).
+differ (the same root of the same sampled function, within the search's rtol; docs/validation/smi.md, the table).
 """
 
 from __future__ import annotations
@@ -172,7 +172,7 @@ def ring_pairs(draws, layers):
     map's response to a small Q_ll has no xi-sampling error (the posterior of the perturbed layer is still
     evaluated at the sampled omega = sqrt(Q_ll) xi); with Gaussian xi the 32768-point map's K22 scatters
     by -2.4% .. +1.6% around the trace form on the same u (K11 at q = 0.973: -1.0% .. +2.9%),
-    heavy-tailed (docs/smi.md). Pairs are formed draw by draw, so a block of draws gives the ring pairs
+    heavy-tailed (docs/validation/smi.md). Pairs are formed draw by draw, so a block of draws gives the ring pairs
     of its own draws and the blocks' sums add up to the whole set's."""
     xi, u = draws.xi, draws.u
     if xi.shape[2] != 2:

@@ -7,7 +7,7 @@ import pytest
 
 from seqphase.core.models import get_model, run_point
 from test_store import tree_digest
-from cli_run import cli
+from cli_run import cli_here, on_cluster
 
 
 def _settings(method, **over):
@@ -42,11 +42,11 @@ def test_small_width_points():
 
 
 @pytest.fixture(scope="module")
-def aim_store(tmp_path_factory):
+def aim_store(tmp_path_factory, client):
     folder = tmp_path_factory.mktemp("aimcli")
     store = folder / "s.zarr"
-    code, _, err = cli("run", "aim-linear-se", "--set", "rho=0.5", "--set", "alpha=0.05,0.1", "--store", store,
-                       "--workers", "1", "--no-progress")
+    code, _, err = cli_here("run", "aim-linear-se", "--set", "rho=0.5", "--set", "alpha=0.05,0.1", "--store", store,
+                            *on_cluster(client), "--no-progress")
     assert code == 0, err
     return store
 
@@ -62,7 +62,7 @@ def aim_store(tmp_path_factory):
 ])
 def test_bad_input_one_line_exit_2_store_untouched(aim_store, args, words):
     before = tree_digest(aim_store)
-    code, out, err = cli("run", *args, "--store", aim_store, "--workers", "1", "--no-progress")
+    code, out, err = cli_here("run", *args, "--store", aim_store, "--workers", "1", "--no-progress")
     assert code == 2, (out, err)
     lines = err.strip().splitlines()
     assert len(lines) == 1 and words in lines[0], err

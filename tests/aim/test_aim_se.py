@@ -35,17 +35,21 @@ def test_softmax_curve_against_published_csv():
         assert abs(state.mse - ref["mmse"][i]) < tol, (i, ref["alpha"][i], state.mse, ref["mmse"][i], tol)
 
 
-def test_softmax_general_channel_step_coincides_with_closed_form():
+@pytest.mark.parametrize("T, alpha", [
+    (4, 0.02),
+    # T = 5 costs twice T = 4 on the same code path (general channel step against the closed form): slow
+    pytest.param(5, 0.015, marks=pytest.mark.slow),
+])
+def test_softmax_general_channel_step_coincides_with_closed_form(T, alpha):
     """Spec Fig. 4: the general SE (Monte Carlo channel step with the channel's own g_out) at T = 4, 5
     equals the closed form. The MC bracket (common random numbers: one fixed draw) is off by a relative
     amount of sd 0.37% at T = 4, n_mc = 20000 (measured over 8 seeds, mean +0.05%: unbiased); the error moves
     by dlog mmse/dlog Delta (< 1) times that, so 1.5% relative is > 4 sd (seed 3: -0.57%, -0.59%)."""
-    for T, alpha in ((4, 0.02), (5, 0.015)):
-        k = se.counting_k("softmax", T)
-        closed = se.closed_form_se(alpha, 0.5, k).mse
-        general = se.softmax_general_se(alpha, 0.5, T, n_mc=20000, seed=3, tol=1e-7)
-        assert general.converged
-        assert abs(general.mse / closed - 1) < 0.015, (T, closed, general.mse)
+    k = se.counting_k("softmax", T)
+    closed = se.closed_form_se(alpha, 0.5, k).mse
+    general = se.softmax_general_se(alpha, 0.5, T, n_mc=20000, seed=3, tol=1e-7)
+    assert general.converged
+    assert abs(general.mse / closed - 1) < 0.015, (T, closed, general.mse)
 
 
 def test_linear_and_softmax_share_the_curve_through_k():
@@ -97,11 +101,11 @@ def test_hardmax_paper_against_published_csv():
     sd = |dlog mmse/dlog Delta| * mse * eps / sqrt(3): eps = relative sd of the 25 000-sample bracket (from
     the spread of the bracket over omega), sqrt(3) from the damped recursion x <- (x + f + noise)/2 (variance
     sigma^2/4 / (1 - 1/4)). Measured over all 128 rows: |z| <= 1.5, i.e. the file is this MC around our curve.
-    We check |ours - csv| < 4.5 sd on every 8th row."""
+    We check |ours - csv| < 4.5 sd on every 16th row (8 rows spread over the file's alpha range)."""
     ref = published("SE_hardmax_rho=0.5.csv")
     mmse = se.prior_mmse(0.5)
     rng = np.random.default_rng(0)
-    for i in range(0, len(ref["alpha"]), 8):
+    for i in range(0, len(ref["alpha"]), 16):
         alpha = ref["alpha"][i]
         state = se.hardmax_se(alpha, 0.5, "paper")
         q, V = state.q, state.mse

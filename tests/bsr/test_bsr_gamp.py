@@ -4,7 +4,7 @@ damping, seed reproducibility, the method's layout and a bad `d` through the CLI
 
 Tolerance of GAMP against SE: |mean over seeds - SE| < 3 s.e. + ALLOWANCE. The allowance is the finite-d bias
 measured on other seeds (seeds [11, s], 12 per d, rho = 0.5, beta = 1, alpha = 0.5, SE 0.3515, damping 0.5):
-d = 40: -0.016 +- 0.008; d = 80: -0.0015 +- 0.0037. It shrinks with d (our d = 100 sweep, docs/bsr.md: within
+d = 40: -0.016 +- 0.008; d = 80: -0.0015 +- 0.0037. It shrinks with d (our d = 100 sweep, docs/validation/bsr.md: within
 0.011 of the SE below alpha_PR); ALLOWANCE is the d = 40 bias plus two of its standard errors, rounded up.
 """
 

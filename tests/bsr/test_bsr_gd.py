@@ -86,7 +86,7 @@ def test_students_do_not_depend_on_n_students_and_layout():
 
 
 def test_interpolating_students_stop_so_more_steps_do_not_change_the_error():
-    """Why the 3000-step default is enough (docs/bsr.md, GD): below alpha_PR the published dynamics interpolates
+    """Why the 3000-step default is enough (docs/validation/bsr.md, GD): below alpha_PR the published dynamics interpolates
     geometrically fast (d = L = 20, alpha = 0.2: training MSE < 1e-15 by step 3000, 1e-30 by 6000), after which GD
     no longer moves, so the errors logged at 3000 and 6000 steps agree to rounding. Hence running the spec's
     T = 50 000 steps cannot bring GD from ~1.8 down to the authors' stored ~2 BO."""

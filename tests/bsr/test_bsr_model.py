@@ -7,7 +7,7 @@ import pytest
 
 from seqphase.core.models import get_model, run_point
 from test_store import tree_digest
-from cli_run import cli
+from cli_run import cli_here, on_cluster
 
 
 def _settings(method, **over):
@@ -33,17 +33,17 @@ def test_threshold_point():
 
 
 @pytest.fixture(scope="module")
-def bsr_store(tmp_path_factory):
+def bsr_store(tmp_path_factory, client):
     folder = tmp_path_factory.mktemp("bsrcli")
     store = folder / "s.zarr"
-    code, _, err = cli("run", "bsr-se", "--set", "rho=0.5", "--set", "beta=1", "--set", "alpha=0,0.25,0.5,0.8",
-                       "--store", store, "--workers", "1", "--no-progress")
+    code, _, err = cli_here("run", "bsr-se", "--set", "rho=0.5", "--set", "beta=1", "--set", "alpha=0,0.25,0.5,0.8",
+                            "--store", store, *on_cluster(client), "--no-progress")
     assert code == 0, err
     return store
 
 
 def test_shipped_sweep_runs_and_plots(bsr_store, tmp_path):
-    code, out, err = cli("query", "bsr-se", "--store", bsr_store)
+    code, out, err = cli_here("query", "bsr-se", "--store", bsr_store)
     assert code == 0, err
     rows = out.strip().splitlines()
     header = rows[0].split(",")
@@ -52,7 +52,7 @@ def test_shipped_sweep_runs_and_plots(bsr_store, tmp_path):
     values = [dict(zip(header, row.split(","))) for row in rows[1:]]
     point = next(v for v in values if float(v["alpha"]) == 0.5 and float(v["delta"]) == 0.0)
     assert abs(float(point["mse"]) - 0.3514552) < 2e-7
-    code, _, err = cli("plot", "bsr-se", "-o", tmp_path / "se.png", "--store", bsr_store)
+    code, _, err = cli_here("plot", "bsr-se", "-o", tmp_path / "se.png", "--store", bsr_store)
     assert code == 0 and (tmp_path / "se.png").stat().st_size > 10000, err
 
 
@@ -66,7 +66,7 @@ def test_shipped_sweep_runs_and_plots(bsr_store, tmp_path):
 ])
 def test_bad_input_one_line_exit_2_store_untouched(bsr_store, args, words):
     before = tree_digest(bsr_store)
-    code, out, err = cli("run", *args, "--store", bsr_store, "--workers", "1", "--no-progress")
+    code, out, err = cli_here("run", *args, "--store", bsr_store, "--workers", "1", "--no-progress")
     assert code == 2, (out, err)
     lines = err.strip().splitlines()
     assert len(lines) == 1 and words in lines[0], err

@@ -15,7 +15,7 @@ from seqphase.core.errors import ParameterError
 from seqphase.core.rectangular_rie import RectangularRIE
 
 #: effect of the RIE table's interpolation on the MMSE: |table - exact| of mmse_den at the midpoints between nodes is
-#: <= 1.5e-8 (rho = 0.2, beta = 1; 1e-9 at rho = 0.5; docs/bsr.md), and an error dm moves the fixed point's MMSE by
+#: <= 1.5e-8 (rho = 0.2, beta = 1; 1e-9 at rho = 0.5; docs/validation/bsr.md), and an error dm moves the fixed point's MMSE by
 #: dm alpha / (alpha - mmse_den'(zeta)), a factor ~1-3 at these points (alpha(zeta) decreasing means
 #: mmse_den' < alpha); 1.5e-7 leaves a further factor 3 for the development versions of the RIE module
 TABLE_ERROR = 1.5e-7

@@ -56,7 +56,7 @@ def test_mnne_transpose_symmetry():
                                        pytest.param(0.5, 5.0, marks=pytest.mark.slow), (0.1, 0.5)])
 def test_two_ways_within_one_percent(rho, beta):
     """The error vanishes linearly at alpha_PR (|dMMSE/dalpha| ~ 0.3-2 there), so the bisection at error < 1e-4 sits
-    below the closed form by ~1e-4 (measured in docs/bsr.md); the issue asks for 1%."""
+    below the closed form by ~1e-4 (measured in docs/validation/bsr.md); the issue asks for 1%."""
     closed = th.alpha_pr(rho, beta)
     bisection = th.alpha_pr_bisection(rho, beta, rtol=1e-7)
     assert bisection <= closed * (1 + 1e-7)

@@ -60,6 +60,68 @@ def test_shared_rule_equals_per_sample_rule():
             assert np.max(np.abs(a - b)) < 1e-9
 
 
+@pytest.mark.parametrize("delta", [None, 0.1, 1e-3])
+def test_label_table_matches_the_closed_forms(delta):
+    """The SE's rule (`label_table`: every label at every cavity of one V) against Z_out, E[t | y] and
+    Var[t | y] in closed form (sign: u = y omega / sqrt(V); probit: the same with V + delta), weighted by
+    Z_out as the SE uses them (delta None: sign). Tolerance 1e-11: the kernel rule's bound (`kernel_tol` = 1e-12 per moment)
+    and the features' (`feature_tol`), with a factor 5 for the variance's cancellation (measured <= 9e-13)."""
+    plugin = userplugins.Sign() if delta is None else userplugins.Probit(delta=delta)
+    derived = plugins.DerivedScalarChannel(plugin)
+    for V in (1.0, 0.3, 1e-2, 1e-4):
+        s = math.sqrt(V)
+        omega = math.sqrt(1 - V) * np.linspace(-9.0, 9.0, 301)
+        log_z, mean, var = derived.label_table(omega, V)
+        for row, y in enumerate(derived.labels):
+            if delta is None:
+                u = y * omega / s
+                ratio = np.exp(stats.norm.logpdf(u) - stats.norm.logcdf(u))
+                z_out, exact_mean, exact_var = stats.norm.cdf(u), y * ratio, 1 - ratio * (u + ratio)
+            else:
+                closed = userplugins.ClosedProbit(delta=delta)
+                g, dg = closed.g_out(y, omega, V)
+                z_out, exact_mean, exact_var = np.exp(closed.log_partition(y, omega, V)), g * s, 1 + dg * V
+            assert np.max(np.abs(np.exp(log_z[row]) - z_out)) < 1e-11
+            assert np.max(z_out * np.abs(mean[row] - exact_mean)) < 1e-11
+            assert np.max(z_out * np.abs(var[row] - exact_var)) < 1e-11
+
+
+def test_label_table_of_a_band_matches_the_closed_forms():
+    """y = sign(|z| - theta): two steps at +-theta, off the kernel grid, and flat stretches between them
+    that `label_table` integrates in closed form. Each label's mass and moments are those of N(omega, V)
+    over its intervals (closed forms from Phi and phi at the ends); tolerance as above."""
+    theta = 0.7
+    derived = plugins.DerivedScalarChannel(userplugins.Band(theta=theta))
+
+    def over(a, b):  # int_a^b t^k phi(t) dt, k = 0, 1, 2 (|t| = 60: the Gaussian is 0 in float64)
+        pa, pb = stats.norm.pdf(a), stats.norm.pdf(b)
+        mass = stats.norm.cdf(b) - stats.norm.cdf(a)
+        return np.stack([mass, pa - pb, mass + a * pa - b * pb])
+
+    for V in (1.0, 0.3, 1e-2, 1e-4):
+        s = math.sqrt(V)
+        omega = math.sqrt(1 - V) * np.linspace(-9.0, 9.0, 301)
+        lo, hi = (-theta - omega) / s, (theta - omega) / s
+        inside = over(lo, hi)
+        outside = over(np.full_like(lo, -60.0), lo) + over(hi, np.full_like(hi, 60.0))
+        log_z, mean, var = derived.label_table(omega, V)
+        for row, y in enumerate(derived.labels):
+            mass, first, second = outside if y > 0 else inside
+            assert np.max(np.abs(np.exp(log_z[row]) - mass)) < 1e-11
+            assert np.max(np.abs(np.exp(log_z[row]) * mean[row] - first)) < 1e-11
+            assert np.max(np.abs(np.exp(log_z[row]) * (var[row] + mean[row] ** 2) - second)) < 1e-11
+
+
+def test_channel_plugin_tags_name_their_derivation_version():
+    """A p = 1 channel's points carry the p = 1 derivation's version, a p = 2 channel's the p = 2 one's, so
+    that a change of one derivation recomputes only its own points."""
+    scalar = plugins.load("userplugins:Probit", "channel")
+    vector = plugins.load("userplugins:SignProduct", "channel")
+    assert scalar.tag.endswith(f"/derived-v{plugins.DERIVED_CHANNEL_VERSION}")
+    assert vector.tag.endswith(f"/derived-v{plugins.DERIVED_VECTOR_CHANNEL_VERSION}")
+    assert plugins.DERIVED_CHANNEL_VERSION != plugins.DERIVED_VECTOR_CHANNEL_VERSION
+
+
 def test_probit_se_equals_closed_form_se():
     prior, derived = build(point("userplugins:Probit", delta=0.1))
     _, closed = build(point("userplugins:ClosedProbit", delta=0.1))
@@ -306,3 +368,76 @@ def test_check_bad_target_is_one_line_exit_2(capsys, target, words):
     assert cli_main(["check", target]) == 2
     err = capsys.readouterr().err
     assert words in err and len(err.strip().splitlines()) == 1
+
+
+# -- a continuous label, and the onset method, with a user channel ----------------------------------------
+
+def _linear_se_sensitivity(alpha, V, delta):
+    """|dV*/de| at the SE fixed point V* = 1 / (1 + mhat(V*) + e) of a N(0, 1) prior and the linear channel,
+    mhat(V) = alpha / (V + delta), for a constant error e of the channel's mhat: to first order
+    (1 + mhat)^-2 / (1 + mhat'(V*) (1 + mhat)^-2), mhat'(V) = -alpha / (V + delta)^2 (V* = 1 - overlap, so
+    this is also the overlap's sensitivity)."""
+    mhat = alpha / (V + delta)
+    return (1 + mhat) ** -2 / (1 - alpha / ((V + delta) ** 2 * (1 + mhat) ** 2))
+
+
+@pytest.mark.parametrize("alpha", [0.5, pytest.param(2.0, marks=pytest.mark.slow)])
+def test_continuous_user_channel_reproduces_the_linear_channel_se(alpha):
+    """y = z + sqrt(delta) n as a plug-in (labels drawn by its sampler) against the shipped linear channel.
+
+    Tolerance, from the sampler-based y integration: the derived SE averages func(y) over `n_label_draws`
+    labels drawn at each of the `n_label_nodes` Gauss-Hermite nodes of each outer node, all draws
+    independent, so its Monte-Carlo standard error is sqrt(sum_k W_k^2 sum_n w_n^2 Var_d func / n_draws)
+    (W_k the outer weights, w_n the Gauss-Hermite ones, Var_d the draws' sample variance). mhat must be
+    within 4 such standard errors of the closed form at the fixed point, and the overlap within 4 standard
+    errors times the fixed point's sensitivity to mhat (`_linear_se_sensitivity`); the quadrature of each
+    drawn label's g_out (`drawn_moments`, 1e-12) is far below both."""
+    delta = 0.5
+    prior, user = build(point("userplugins:GaussianNoise", delta=delta))
+    _, shipped = build(point("linear", delta=delta))
+    exact = se.glm_se(prior, shipped, alpha)
+    m, V = exact.overlap, exact.mse
+    xi, outer = se._outer_rule(user, m, V)
+    y, omega, _ = user._drawn_labels(math.sqrt(m) * xi, V)
+    g2 = shipped.g_out_scalar(y, omega, V)[0] ** 2
+    g2 = g2.reshape(xi.size, user.n_label_nodes, user.n_label_draws)
+    _, gh = plugins.gauss_hermite(user.n_label_nodes)
+    variance = (outer[:, None] ** 2 * gh[None, :] ** 2 * g2.var(axis=2, ddof=1) / user.n_label_draws).sum()
+    mhat_se = alpha * math.sqrt(variance)
+    derived_mhat = se.channel_mhat(user, alpha, m, V)
+    assert abs(derived_mhat - alpha / (V + delta)) < 4 * mhat_se
+    derived = se.glm_se(prior, user, alpha)
+    assert derived.converged
+    assert abs(derived.overlap - exact.overlap) < 4 * mhat_se * _linear_se_sensitivity(alpha, V, delta)
+
+
+def test_continuous_user_channel_gamp_follows_the_linear_channel():
+    """The same instance (the user's sampler draws what the shipped one draws from the same stream): GAMP
+    on the derived channel follows the closed forms' GAMP; g_out of each sample by the per-sample adaptive
+    rule (1e-11 relative) keeps the traces within 1e-8. The agreement is per sample and deterministic, so a
+    small instance (d = 100) checks it as well as a large one."""
+    from seqphase.core.glm import gamp
+
+    prior, user = build(point("userplugins:GaussianNoise", delta=0.5))
+    _, shipped = build(point("linear", delta=0.5))
+    F, x, y = gamp.sample_instance(prior, shipped, 2.0, 100, np.random.default_rng(3))
+    _, _, y_user = gamp.sample_instance(prior, user, 2.0, 100, np.random.default_rng(3))
+    assert np.array_equal(y, y_user)
+    a = gamp.run_gamp(prior, user, F, y, x, max_iter=15, tol=0.0, rng=np.random.default_rng(4))
+    b = gamp.run_gamp(prior, shipped, F, y, x, max_iter=15, tol=0.0, rng=np.random.default_rng(4))
+    assert np.max(np.abs(a.overlap - b.overlap)) < 1e-8 and np.max(np.abs(a.mse - b.mse)) < 1e-8
+
+
+def test_onset_method_runs_with_a_user_channel(client, tmp_path):
+    """The glm onset method with a user channel: the even Band (theta = 1, weak recovery at alpha_c =
+    0.92496) at small sizes and few seeds. The extrapolated onset must be finite and within 4 of its
+    standard errors of alpha_c (the rule's error covers the seeds' spread; at these sizes it is wide)."""
+    sweep = {"name": "band-onset", "model": "glm", "seed": 11,
+             "params": {"prior": "gaussian", "channel": "userplugins:Band", "theta": 1.0},
+             "method": {"name": "onset", "sizes": [60, 120], "n_seeds": 3, "alpha_lo": 0.3, "alpha_hi": 3.0,
+                        "alpha_n": 4, "max_iter": 20}}
+    store = tmp_path / "onset.zarr"
+    ds = api.run(sweep, store=store, client=client, progress=False)
+    assert api.status("band-onset", store=store).done == 1
+    value, error = float(ds["alpha_gamp"].squeeze()), float(ds["alpha_gamp_se"].squeeze())
+    assert math.isfinite(value) and 0 < error and abs(value - 0.92496) < 4 * error

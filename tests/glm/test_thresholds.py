@@ -22,8 +22,10 @@ def test_weak_recovery_trivial():
 
 def test_phase_retrieval_weak_recovery_bisection():
     # < 1%: the criterion's bias is ~ alpha_c log(cut/lambda)/max_iter = 0.5*13.8/2000 = 0.35%
-    # upward (see the docstring), plus the bisection width 2e-3.
-    a = weak_recovery_bisection(GaussianPrior(), AbsChannel(), alpha_lo=0.4, alpha_hi=0.6, rtol=2e-3,
+    # upward (see the docstring), plus half the final bracket (the midpoint is returned): rtol 7e-3 gives
+    # <= 0.35%, 0.7% in all (the probes nearest alpha_c crawl for ~2000 iterations each; rtol 2e-3 costs
+    # two more of them).
+    a = weak_recovery_bisection(GaussianPrior(), AbsChannel(), alpha_lo=0.4, alpha_hi=0.6, rtol=7e-3,
                                 max_iter=2000)
     assert a == pytest.approx(0.5, rel=1e-2)
     assert a >= 0.499  # the bias is upward
@@ -43,7 +45,11 @@ def test_binary_perceptron_thresholds():
         pytest.approx(1.2447, abs=1e-3)
 
 
-@pytest.mark.parametrize("rho,alpha", [(0.5, 0.6857), (0.25, 0.4205)])
+@pytest.mark.parametrize("rho,alpha", [
+    (0.5, 0.6857),
+    # 14 s; the same prior/channel route (spinodal and bisection against the spec) is checked at rho = 0.5
+    pytest.param(0.25, 0.4205, marks=pytest.mark.slow),
+])
 def test_compressed_sensing_bp_threshold(rho, alpha):
     prior, ch = GaussBernoulliPrior(rho), LinearChannel(0.0)
     spin = perfect_recovery_spinodal(prior, ch)

@@ -1,6 +1,6 @@
 """GAMP: the variance-recursion instability of the analytic-dg variant, the isotropic SE fixed point, the
 posterior of a label far outside a narrow cavity Gaussian, GAMP against the SE for z1 z2 (p = 2) at
-d = 400 with a finite-d allowance measured by a d-scan (docs/multiindex.md), and perfect recovery at
+d = 400 with a finite-d allowance measured by a d-scan (docs/validation/multiindex.md), and perfect recovery at
 alpha = 3 without the Nishimori-variance runaway."""
 
 import numpy as np
@@ -14,7 +14,7 @@ from seqphase.core.numerics import psd_sqrt
 SX = np.array([[0.0, 1.0], [1.0, 0.0]])
 
 # SE fixed points on Q = q I (se.iso_se; n_gh 20 / doubled y-rule density, the model's default
-# resolution gives 0.6062 and 0.64384): see docs/multiindex.md
+# resolution gives 0.6062 and 0.64384): see docs/validation/multiindex.md
 Q_SE = {("z1z2", 1.5): 0.6074, ("sign-z1z2", 4.0): 0.64384}
 
 
@@ -44,16 +44,16 @@ def test_iso_se_fixed_point_z1z2():
 
 
 # GAMP against SE. Finite-d bias of the seed mean of the mean singular value of M (z1 z2, alpha = 1.5,
-# d-scan 200 (64 seeds), 400 (32), 800 (16), 1600 (8), docs/multiindex.md): gap = -c / sqrt(d) with c
+# d-scan 200 (64 seeds), 400 (32), 800 (16), 1600 (8), docs/validation/multiindex.md): gap = -c / sqrt(d) with c
 # = 1.5 (d >= 400) .. 1.8 (all d); the allowance uses the larger value. Seed-to-seed sd ~ 2.4 / sqrt(d).
 C_FINITE_D = 1.8
 D_TEST, SEEDS_TEST, ITER_TEST = 400, 16, 60
 
 
-def _gamp_mean_sv(channel, alpha, damping=0.0):
+def _gamp_mean_sv(channel, alpha, damping=0.0, n_seeds=SEEDS_TEST):
     ch = make_channel(channel)
     sv = []
-    for s in range(SEEDS_TEST):
+    for s in range(n_seeds):
         rng = np.random.default_rng(7000 + s)
         X, W, y = mgamp.sample_instance(ch, alpha, D_TEST, rng)
         tr = mgamp.run_gamp(ch, X, y, W, max_iter=ITER_TEST, damping=damping, tol=1e-6, rng=rng)
@@ -78,8 +78,10 @@ def test_gamp_matches_se_z1z2():
 
 def test_damped_gamp_still_learns_z1z2():
     """Damping 0.3 with the damped Onsager reaction term reaches the same overlap (the full V g_old term
-    with a damped estimate made the uninformative point stable: mean singular value 0.01)."""
-    mean, se = _gamp_mean_sv("z1z2", 1.5, damping=0.3)
+    with a damped estimate made the uninformative point stable: mean singular value 0.01). On 6 of the 16
+    seeds: the band's 3 s.e. come from these seeds (~0.05 each, band ~0.37 .. 0.75), still far from 0.01;
+    the undamped test above checks the overlap itself on all 16."""
+    mean, se = _gamp_mean_sv("z1z2", 1.5, damping=0.3, n_seeds=6)
     _assert_agrees_with_se(mean, se, Q_SE[("z1z2", 1.5)])
 
 

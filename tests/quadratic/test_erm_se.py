@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from cli_run import cli
+from cli_run import cli_here, on_cluster
 from seqphase.core.errors import ParameterError
 from seqphase.core.models import get_model, run_point
 from seqphase.core.quadratic import erm, thresholds
@@ -161,21 +161,20 @@ def test_point_through_the_registry():
 
 
 @pytest.fixture(scope="module")
-def erm_store(tmp_path_factory):
+def erm_store(tmp_path_factory, client):
     store = tmp_path_factory.mktemp("ermcli") / "s.zarr"
-    code, _, err = cli("run", "quadratic-erm-se", "--set", "kappa_star=0.5", "--set", "kappa=2", "--set", "lam=0.1",
-                       "--set", "delta=0.5", "--set", "alpha=0.1,0.4", "--store", store, "--workers", "1",
-                       "--no-progress")
+    code, _, err = cli_here("run", "quadratic-erm-se", "--set", "kappa_star=0.5", "--set", "kappa=2", "--set",
+                            "lam=0.1", "--set", "delta=0.5", "--set", "alpha=0.1,0.4", "--store", store,
+                            *on_cluster(client), "--no-progress")
     assert code == 0, err
     return store
 
 
-@pytest.mark.slow  # the plot subprocess alone took 20 s on the shared machine (load 7)
 def test_shipped_sweep_runs_and_plots(erm_store, tmp_path):
-    code, out, err = cli("query", "quadratic-erm-se", "--store", erm_store)
+    code, out, err = cli_here("query", "quadratic-erm-se", "--store", erm_store)
     assert code == 0, err
     assert len(out.strip().splitlines()) == 1 + 2 and "test_error" in out.splitlines()[0]
-    code, _, err = cli("plot", "quadratic-erm-se", "-o", tmp_path / "erm.png", "--store", erm_store)
+    code, _, err = cli_here("plot", "quadratic-erm-se", "-o", tmp_path / "erm.png", "--store", erm_store)
     assert code == 0 and (tmp_path / "erm.png").stat().st_size > 10000, err
 
 
@@ -188,7 +187,7 @@ def test_shipped_sweep_runs_and_plots(erm_store, tmp_path):
 ])
 def test_bad_input_one_line_exit_2_store_untouched(erm_store, args, words):
     before = tree_digest(erm_store)
-    code, out, err = cli("run", "quadratic-erm-se", *args, "--store", erm_store, "--workers", "1", "--no-progress")
+    code, out, err = cli_here("run", "quadratic-erm-se", *args, "--store", erm_store, "--workers", "1", "--no-progress")
     assert code == 2, (out, err)
     lines = err.strip().splitlines()
     assert len(lines) == 1 and words in lines[0], err

@@ -30,8 +30,10 @@ def test_small_xi_limit_of_the_curve_is_the_statistical_dimension(kappa_star):
 
 @pytest.mark.parametrize("kappa_star", [0.5, 2.0])
 def test_alpha_sr_two_routes_within_one_percent(kappa_star):
+    # rtol 1e-4: the bracket's width moves the gap by <= 1e-4, 1% of the tolerance (measured gaps 5e-4 at
+    # kappa* = 0.5, 3e-5 at 2.0; 5e-4 and 3e-7 with rtol 1e-6)
     eq, _ = th.alpha_sr_statistical_dimension(kappa_star)
-    bis = th.alpha_sr_bisection(kappa_star, rtol=1e-6)
+    bis = th.alpha_sr_bisection(kappa_star, rtol=1e-4)
     assert th.relative_gap(eq, bis) < 0.01
 
 
@@ -45,7 +47,7 @@ def test_alpha_sr_two_routes_within_one_percent_slow(kappa_star):
 @pytest.mark.slow
 @pytest.mark.parametrize("kappa_star", [0.1, 0.5])
 def test_alpha_interp_two_routes_within_one_percent(kappa_star):
-    """The bisection crosses the fold of the xi-continuation (erm.Fold); measured gaps in docs/quadratic-erm.md;
+    """The bisection crosses the fold of the xi-continuation (erm.Fold); measured gaps in docs/validation/quadratic-erm.md;
     30-70 s each on the shared machine, hence slow."""
     eq = th.alpha_interp_equation(kappa_star, 2.0, 0.5)
     bis = th.alpha_interp_bisection(kappa_star, 2.0, 0.5)

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from cli_run import cli
+from cli_run import cli_here, on_cluster
 from seqphase.core.errors import ParameterError
 from seqphase.core.models import get_model, run_point
 from seqphase.core.quadratic import erm, erm_training as et
@@ -178,21 +178,22 @@ def test_check_refuses_widths_and_sample_counts_below_one():
 
 
 @pytest.fixture(scope="module")
-def experiment_store(tmp_path_factory):
+def experiment_store(tmp_path_factory, client):
     store = tmp_path_factory.mktemp("ermx") / "s.zarr"
-    code, _, err = cli("run", "quadratic-erm-experiment", "--set", "d=10", "--set", "n_seeds=2", "--set", "kappa=2",
-                       "--set", "alpha=0.3,0.6", "--set", "delta=0", "--store", store, "--workers", "1",
-                       "--no-progress")
+    code, _, err = cli_here("run", "quadratic-erm-experiment", "--set", "d=10", "--set", "n_seeds=2", "--set",
+                            "kappa=2", "--set", "alpha=0.3,0.6", "--set", "delta=0", "--store", store,
+                            *on_cluster(client), "--no-progress")
     assert code == 0, err
     return store
 
 
 def test_shipped_sweep_runs_queries_and_plots(experiment_store, tmp_path):
-    code, out, err = cli("query", "quadratic-erm-experiment", "--store", experiment_store)
+    code, out, err = cli_here("query", "quadratic-erm-experiment", "--store", experiment_store)
     assert code == 0, err
     rows = out.strip().splitlines()
     assert len(rows) == 1 + 2 * 2 and "test_error_se" in rows[0]
-    code, _, err = cli("plot", "quadratic-erm-experiment", "-o", tmp_path / "e.png", "--store", experiment_store)
+    code, _, err = cli_here("plot", "quadratic-erm-experiment", "-o", tmp_path / "e.png", "--store",
+                            experiment_store)
     assert code == 0 and (tmp_path / "e.png").stat().st_size > 10000, err
 
 
@@ -204,8 +205,8 @@ def test_shipped_sweep_runs_queries_and_plots(experiment_store, tmp_path):
 ])
 def test_bad_input_one_line_exit_2_store_untouched(experiment_store, args, words):
     before = tree_digest(experiment_store)
-    code, out, err = cli("run", "quadratic-erm-experiment", *args, "--store", experiment_store, "--workers", "1",
-                         "--no-progress")
+    code, out, err = cli_here("run", "quadratic-erm-experiment", *args, "--store", experiment_store,
+                              "--workers", "1", "--no-progress")
     assert code == 2, (out, err)
     lines = err.strip().splitlines()
     assert len(lines) == 1 and words in lines[0], err

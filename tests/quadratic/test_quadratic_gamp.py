@@ -4,7 +4,7 @@ the per-sample cavity against Monte Carlo, the error against the SE, undamped ve
 
 Tolerance for GAMP against SE: |mean over seeds - SE| < 3 standard errors (over the seeds) + a finite-d
 allowance. The allowance is measured on OTHER seeds (rng [7, 80, s], s < 12, d = 80, damping 0.5 of the
-estimate, gram cavity; docs/quadratic.md "GAMP-RIE"): mean bias +0.006 +- 0.012 (alpha = 0.15), +0.007 +- 0.004
+estimate, gram cavity; docs/validation/quadratic.md "GAMP-RIE"): mean bias +0.006 +- 0.012 (alpha = 0.15), +0.007 +- 0.004
 (alpha = 0.3), +0.029 +- 0.007 (alpha = 0.25, delta = 0.25); ALLOWANCE is that bias plus one of its standard
 errors, rounded up to 0.01. The authors' own AMP data sit +0.013 (noiseless) and +0.024 (noisy) above BO at
 d = 100 (spec §B3).

@@ -23,7 +23,7 @@ from seqphase.core.models import get_model, run_point
 from seqphase.core.quadratic import gamp, gd
 from seqphase.core.quadratic.channels import QuadraticChannel
 from test_store import tree_digest
-from cli_run import cli
+from cli_run import cli_here, on_cluster
 
 KAPPA = 0.5
 
@@ -132,8 +132,8 @@ def test_bad_input_one_line_exit_2_store_untouched(tmp_path):
     store = tmp_path / "s.zarr"
     store.mkdir()
     before = tree_digest(store)
-    code, out, err = cli("run", "quadratic-gd", "--set", "optimiser=sgd", "--store", store, "--workers", "1",
-                         "--no-progress")
+    code, out, err = cli_here("run", "quadratic-gd", "--set", "optimiser=sgd", "--store", store, "--workers", "1",
+                              "--no-progress")
     assert code == 2, (out, err)
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "optimiser" in lines[0], err
@@ -142,19 +142,19 @@ def test_bad_input_one_line_exit_2_store_untouched(tmp_path):
         get_model("quadratic").method("gd").check({"alpha": 0.2, "kappa": 0.1, "delta": 0.0}, {"d": 4})
 
 
-def test_shipped_sweeps_run_and_plot(tmp_path):
+def test_shipped_sweeps_run_and_plot(tmp_path, client):
     """quadratic-gd and quadratic-gamp from their spec files, shrunk with --set, through run and plot."""
     store = tmp_path / "s.zarr"
     for name, sets in (("quadratic-gd", ["d=8", "n_seeds=2", "n_students=2", "steps=10", "log_every=5",
                                          "alpha=0.1,0.3"]),
                        ("quadratic-gamp", ["d=16", "n_seeds=2", "max_iter=4", "alpha=0.1,0.3"])):
         args = [a for s in sets for a in ("--set", s)]
-        code, _, err = cli("run", name, *args, "--store", store, "--workers", "1", "--no-progress")
+        code, _, err = cli_here("run", name, *args, "--store", store, *on_cluster(client), "--no-progress")
         assert code == 0, err
-        code, _, err = cli("plot", name, "-o", tmp_path / f"{name}.png", "--store", store)
+        code, _, err = cli_here("plot", name, "-o", tmp_path / f"{name}.png", "--store", store)
         assert code == 0 and (tmp_path / f"{name}.png").stat().st_size > 10000, err
     # query: GD's logged steps are rows, like GAMP's iterations (alpha x seed x step)
-    code, out, err = cli("query", "quadratic-gd", "--store", store)
+    code, out, err = cli_here("query", "quadratic-gd", "--store", store)
     assert code == 0, err
     header, *lines = out.strip().splitlines()
     columns = header.split(",")

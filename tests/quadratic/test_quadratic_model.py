@@ -7,7 +7,7 @@ import pytest
 
 from seqphase.core.models import get_model, run_point
 from test_store import tree_digest
-from cli_run import cli
+from cli_run import cli_here, on_cluster
 
 
 def _settings(method, **over):
@@ -28,21 +28,21 @@ def test_threshold_point():
 
 
 @pytest.fixture(scope="module")
-def quad_store(tmp_path_factory):
+def quad_store(tmp_path_factory, client):
     folder = tmp_path_factory.mktemp("quadcli")
     store = folder / "s.zarr"
-    code, _, err = cli("run", "quadratic-se", "--set", "kappa=0.5", "--set", "alpha=0.1,0.2,0.4", "--store", store,
-                       "--workers", "1", "--no-progress")
+    code, _, err = cli_here("run", "quadratic-se", "--set", "kappa=0.5", "--set", "alpha=0.1,0.2,0.4", "--store",
+                            store, *on_cluster(client), "--no-progress")
     assert code == 0, err
     return store
 
 
 def test_shipped_sweep_runs_and_plots(quad_store, tmp_path):
-    code, out, err = cli("query", "quadratic-se", "--store", quad_store)
+    code, out, err = cli_here("query", "quadratic-se", "--store", quad_store)
     assert code == 0, err
     rows = out.strip().splitlines()
     assert len(rows) == 1 + 6 and rows[0].startswith("alpha,kappa,delta,mse,qhat,alpha_pr")
-    code, _, err = cli("plot", "quadratic-se", "-o", tmp_path / "se.png", "--store", quad_store)
+    code, _, err = cli_here("plot", "quadratic-se", "-o", tmp_path / "se.png", "--store", quad_store)
     assert code == 0 and (tmp_path / "se.png").stat().st_size > 10000, err
 
 
@@ -56,7 +56,7 @@ def test_shipped_sweep_runs_and_plots(quad_store, tmp_path):
 ])
 def test_bad_input_one_line_exit_2_store_untouched(quad_store, args, words):
     before = tree_digest(quad_store)
-    code, out, err = cli("run", *args, "--store", quad_store, "--workers", "1", "--no-progress")
+    code, out, err = cli_here("run", *args, "--store", quad_store, "--workers", "1", "--no-progress")
     assert code == 2, (out, err)
     lines = err.strip().splitlines()
     assert len(lines) == 1 and words in lines[0], err

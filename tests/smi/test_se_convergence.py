@@ -107,3 +107,50 @@ def test_coarse_stage_leaves_the_fine_stage_half_the_budget(monkeypatch):
     st = sse.smi_se(_Fake(), 1.0, _FakeDraws(2048), Q0=0.05 * np.eye(2), damping=0.0, tol=1e-6, max_iter=100,
                     accelerate=False, coarse=8)
     assert st.n_coarse == 50 and st.converged and np.allclose(np.diag(st.Q), 0.3, atol=1e-6)
+
+
+def test_anderson_lands_within_tol_in_a_few_iterations(monkeypatch):
+    # the slow map of the first test: Anderson's secants solve its linear error in a few steps (the plain
+    # rule with Aitken needs tens) and the result is the same fixed point to tol
+    r, x_star = 0.995, 0.3
+    _install(monkeypatch, [lambda q: x_star + r * (q[0] - x_star), lambda q: 0.9 + 0.5 * (q[1] - 0.9)])
+    st = sse.smi_se(_Fake(), 1.0, None, Q0=0.05 * np.eye(2), damping=0.0, tol=1e-5, max_iter=300, anderson=3)
+    assert st.converged
+    assert abs(st.Q[0, 0] - x_star) < 1e-5 and abs(st.Q[1, 1] - 0.9) < 1e-5
+    assert st.n_iter <= 10
+
+
+def test_anderson_and_growth_secant_keep_the_stable_branch(monkeypatch):
+    # the pitchfork of the second test: Q11 decays towards the unstable 0 first, then must regrow to 0.1;
+    # the extrapolations may not stop it at (or pull it onto) Q11 = 0, and the growth secant reaches x*
+    # in fewer iterations than the plain iteration
+    b = 0.5
+    _install(monkeypatch, [lambda q: 1.05 * q[1] / 0.9 * q[0] / (1.0 + b * q[0]), lambda q: 0.9 + 0.7 * (q[1] - 0.9)])
+    plain = sse.smi_se(_Fake(), 1.0, None, Q0=0.05 * np.eye(2), damping=0.0, tol=1e-5, max_iter=600)
+    st = sse.smi_se(_Fake(), 1.0, None, Q0=0.05 * np.eye(2), damping=0.0, tol=1e-5, max_iter=600, anderson=3)
+    assert st.converged
+    assert st.Q[0, 0] == pytest.approx(0.05 / b, abs=1e-4)
+    assert st.n_iter < plain.n_iter
+
+
+def test_anderson_keeps_a_stable_zero_at_the_floor(monkeypatch):
+    _install(monkeypatch, [lambda q: 0.9 * q[0], lambda q: 0.5 + 0.3 * (q[1] - 0.5)])
+    st = sse.smi_se(_Fake(), 1.0, None, Q0=0.05 * np.eye(2), damping=0.0, tol=1e-5, max_iter=300, anderson=3)
+    assert st.converged
+    assert st.Q[0, 0] <= 1e-5
+    assert st.Q[1, 1] == pytest.approx(0.5, abs=1e-5)
+
+
+def test_growth_secant_moves_a_logistic_entry_ahead():
+    # x -> x (1 + a - b x): rho(x) = 1 + a - b x is linear, so the secant through two growing pairs lands
+    # on x* = a / b, capped at 4 times the image
+    a, b = 0.1, 2.0
+    f = lambda x: x * (1.0 + a - b * x)
+    xs = [np.diag([x, 0.5]) for x in (0.01, 0.012)]
+    gs = [np.diag([f(x), 0.5]) for x in (0.01, 0.012)]
+    out = sse._grow_secant(xs, gs, [0, 1], 1e-3)
+    assert out[0] == pytest.approx(min(a / b, 4.0 * f(0.012)), rel=1e-9)
+    assert out[1] == 0.5
+    xs = [np.diag([x, 0.5]) for x in (0.02, 0.024)]
+    gs = [np.diag([f(x), 0.5]) for x in (0.02, 0.024)]
+    assert sse._grow_secant(xs, gs, [0, 1], 1e-3)[0] == pytest.approx(a / b, rel=1e-9)

@@ -7,7 +7,6 @@ import math
 
 import numpy as np
 import pytest
-from numba import njit
 
 from seqphase.core.errors import ParameterError
 from seqphase.core.smi import link
@@ -17,55 +16,40 @@ from seqphase.core.smi.channels import AttentionChannel, Resolution, Resolution3
 from smi_checks import assert_nishimori
 
 
-@njit(cache=True)
 def _attention(x, c):
-    """c I + row-softmax of x x^T, written out for 2 tokens."""
-    S = np.exp(np.outer(x, x))
-    A = np.empty((2, 2))
-    for i in range(2):
-        A[i] = S[i] / S[i].sum()
-        A[i, i] += c
-    return A
+    """c I + row-softmax of x x^T for a stack of 2-token vectors x (n, 2) -> (n, 2, 2)."""
+    S = np.exp(x[:, :, None] * x[:, None, :])
+    return S / S.sum(2, keepdims=True) + c * np.eye(2)
 
 
-@njit(cache=True)
 def _brute(u, om, V, c, seed, nb, per):
     """Plain Monte Carlo written independently of posterior3.py: (z1, z2) per token from their cavity
-    marginal, z3 = B^-1(+-u) with B = A(A(z1) z2) A(z1) built as a 2 x 2 product and inverted by
+    marginal, z3 = B^-1(+-u) with B = A(A(z1) z2) A(z1) built as a stack of 2 x 2 products and inverted by
     np.linalg.solve, weight = N(z3 | z1, z2) / |det B| (normalised conditional, so that the mean weight is
-    the integral of N(Z; omega, V) / |det B| over (z1, z2)). Returns per-batch sums of w, w Z, w Z Z^T."""
-    L = np.linalg.cholesky(V[:2, :2].copy())
-    kv = np.linalg.solve(V[:2, :2].copy(), V[:2, 2].copy())
+    the integral of N(Z; omega, V) / |det B| over (z1, z2)). Returns per-batch sums of w, w Z, w Z Z^T;
+    each batch of `per` draws is one vectorised pass."""
+    L = np.linalg.cholesky(V[:2, :2])
+    kv = np.linalg.solve(V[:2, :2], V[:2, 2])
     v3 = V[2, 2] - kv[0] * V[0, 2] - kv[1] * V[1, 2]
     W = np.zeros(nb)
     F1 = np.zeros((nb, 6))
     F2 = np.zeros((nb, 6, 6))
-    np.random.seed(seed)
-    Z = np.empty(6)
+    rng = np.random.default_rng(seed)
     for b in range(nb):
-        for _ in range(per):
-            x = np.random.standard_normal(4)
-            z1 = np.empty(2)
-            z2 = np.empty(2)
-            for t in range(2):
-                z1[t] = om[0, t] + L[0, 0] * x[t]
-                z2[t] = om[1, t] + L[1, 0] * x[t] + L[1, 1] * x[2 + t]
-            A1 = _attention(z1, c)
-            B = _attention(A1 @ z2, c) @ A1
-            z3 = np.linalg.solve(B, u)
-            detB = abs(np.linalg.det(B))
-            for sg in (1.0, -1.0):
-                q = 0.0
-                for t in range(2):
-                    m3 = om[2, t] + kv[0] * (z1[t] - om[0, t]) + kv[1] * (z2[t] - om[1, t])
-                    q += (sg * z3[t] - m3) ** 2
-                w = math.exp(-0.5 * q / v3) / (2.0 * math.pi * v3) / detB
-                Z[0], Z[1], Z[2], Z[3], Z[4], Z[5] = z1[0], z1[1], z2[0], z2[1], sg * z3[0], sg * z3[1]
-                W[b] += w
-                for i in range(6):
-                    F1[b, i] += w * Z[i]
-                    for j in range(6):
-                        F2[b, i, j] += w * Z[i] * Z[j]
+        x = rng.standard_normal((per, 4))
+        z1 = om[0] + L[0, 0] * x[:, :2]
+        z2 = om[1] + L[1, 0] * x[:, :2] + L[1, 1] * x[:, 2:]
+        A1 = _attention(z1, c)
+        B = _attention(np.einsum("nij,nj->ni", A1, z2), c) @ A1
+        z3 = np.linalg.solve(B, np.broadcast_to(u, (per, 2))[..., None])[..., 0]
+        det_b = np.abs(np.linalg.det(B))
+        m3 = om[2] + kv[0] * (z1 - om[0]) + kv[1] * (z2 - om[1])
+        for sg in (1.0, -1.0):
+            w = np.exp(-0.5 * ((sg * z3 - m3) ** 2).sum(1) / v3) / (2.0 * math.pi * v3) / det_b
+            Z = np.concatenate([z1, z2, sg * z3], axis=1)
+            W[b] += w.sum()
+            F1[b] += w @ Z
+            F2[b] += (w[:, None] * Z).T @ Z
     return W, F1, F2
 
 

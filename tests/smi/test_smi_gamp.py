@@ -4,8 +4,6 @@ CLI and `query` under the names the issue asks for; bad settings are one-line Pa
 
 import csv
 import io
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -17,6 +15,8 @@ from seqphase.core.smi import se as sse
 from seqphase.core.smi.channels import AttentionChannel
 from seqphase.sweeps.planner import plan_sweep
 from seqphase.sweeps.spec import load_sweep
+
+from cli_run import cli_here, on_cluster
 
 EPS = 1e-3
 
@@ -34,7 +34,7 @@ def _normalised_final_overlap(alpha, d, seed, **kw):
 def test_gamp_lands_on_the_se_fixed_point():
     """alpha = 1.2, both layers learned. The labels carry index noise of variance eps = 1e-3, the teacher
     the SE with the same eps describes (z = omega + (I - Q + eps I)^{1/2} u), so the SE is GAMP's exact
-    d -> infinity prediction (in the noiseless model GAMP goes beyond the eps-regularised SE, docs/smi.md).
+    d -> infinity prediction (in the noiseless model GAMP goes beyond the eps-regularised SE, docs/validation/smi.md).
 
     Tolerances: layer 1, mean of 3 seeds at d = 300 within 0.08 of the SE Q11 = 0.86: the seed-to-seed sd
     measured at d = 300 is 0.035 (0.02 of the mean of 3, times 3 = 0.06), plus the SE's own quasi-Monte
@@ -46,7 +46,7 @@ def test_gamp_lands_on_the_se_fixed_point():
     se = sse.smi_se(ch, 1.2, sse.Draws(ch.p, ch.T, 512, np.random.default_rng(0)), Q0=np.diag([0.5, 0.99]),
                     max_iter=100, tol=1e-4, eps=EPS)
     q11, q22 = se.Q[0, 0], se.Q[1, 1]
-    assert 0.8 < q11 < 0.92 and q22 > 0.995  # the SE itself (docs/smi.md: 0.860, 0.9978 at 2048 points)
+    assert 0.8 < q11 < 0.92 and q22 > 0.995  # the SE itself (docs/validation/smi.md: 0.860, 0.9978 at 2048 points)
     finals = []
     for seed in (1, 2, 3):
         m, tr = _normalised_final_overlap(1.2, 300, seed, noise=EPS, eps=EPS, max_iter=50, damping=0.2)
@@ -138,22 +138,20 @@ def test_shipped_spec():
     assert len(plan_sweep(sweep).points) == 15
 
 
-def _cli(*args, ok=True):
-    r = subprocess.run([sys.executable, "-m", "seqphase.cli", *map(str, args)], capture_output=True, text=True,
-                       timeout=600)
-    assert (r.returncode == 0) == ok, r.stderr
-    return r
-
-
-def test_cli_query_names(tmp_path):
-    """A tiny GAMP sweep through `run` and `query --format csv`: one row per alpha, seed and iteration with
-    the columns alpha, skip, seed, iteration, overlap_1_1, overlap_2_2, gen_error_plugin."""
+def test_cli_query_names(tmp_path, client):
+    """A tiny GAMP sweep through `run` (on the session's cluster, by address) and `query --format csv`: one
+    row per alpha, seed and iteration with the columns alpha, skip, seed, iteration, overlap_1_1,
+    overlap_2_2, gen_error_plugin."""
     spec = tmp_path / "g.toml"
     spec.write_text('name = "smi-gamp-tiny"\nmodel = "smi"\nseed = 3\n[params]\nskip = 1.0\nalpha = [0.5, 1.2]\n'
                     '[method]\nname = "gamp"\nd = 30\nn_seeds = 2\nmax_iter = 3\nn_gen = 20\n')
     store = tmp_path / "st.zarr"
-    _cli("run", spec, "--store", store, "--workers", "1", "--no-progress")
-    rows = list(csv.DictReader(io.StringIO(_cli("query", spec, "--store", store, "--format", "csv").stdout)))
+    code, _, err = cli_here("run", spec, "--store", store, *on_cluster(client),
+                                  "--no-progress")
+    assert code == 0, err
+    code, out, err = cli_here("query", spec, "--store", store, "--format", "csv")
+    assert code == 0, err
+    rows = list(csv.DictReader(io.StringIO(out)))
     assert len(rows) == 2 * 2 * 4  # alpha x seed x iteration (0 = initialisation)
     assert {"alpha", "skip", "seed", "iteration", "overlap_1_1", "overlap_2_2", "overlap_1_2", "self_overlap_2_2",
             "gen_error_plugin", "overlap_final_2_2", "n_iter"} <= set(rows[0])
@@ -168,6 +166,6 @@ def test_cli_bad_damping_is_one_line(tmp_path):
     spec = tmp_path / "b.toml"
     spec.write_text('name = "x"\nmodel = "smi"\nseed = 1\n[params]\nalpha = 0.5\n[method]\nname = "gamp"\n'
                     'damping = 1.0\n')
-    r = _cli("run", spec, "--store", tmp_path / "st.zarr", ok=False)
-    assert r.returncode == 2 and "damping" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    code, _, err = cli_here("run", spec, "--store", tmp_path / "st.zarr")
+    assert code == 2 and "damping" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "st.zarr").exists()

@@ -3,13 +3,13 @@ thresholds, a threshold point, an SGD point, and bad input."""
 
 import csv
 from pathlib import Path
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from seqphase.core.models import get_model, run_point
+
+from cli_run import cli_here
 
 # the authors' data/BO_2w.csv (sweeps/reference/smi/BO_2w.csv)
 REFERENCE = Path(__file__).resolve().parents[1] / "data" / "smi" / "BO_2w.csv"
@@ -25,7 +25,7 @@ def _defaults(method, **over):
 def test_se_point_on_the_published_curve():
     """alpha = 0.4333 (only layer 2 learned) and 1.2 (both): the fixed point with 2048 Sobol points lands on
     BO_2w.csv. Tolerance: the scatter of the fixed point over scrambles measured at 2048 points (sd 0.007 at
-    alpha = 0.4333, docs/smi.md) times 3, plus the reference's own Monte Carlo noise (~0.01, the spread of
+    alpha = 0.4333, docs/validation/smi.md) times 3, plus the reference's own Monte Carlo noise (~0.01, the spread of
     its Q22 around a smooth curve), i.e. 0.03; Q11 at 1.2 (steep in alpha, MC-limited in the reference:
     its +-0.005 plateau noise and the documented upward bias of the onset) within 0.06."""
     out = run_point("smi", "se", {"alpha": 0.4333333329, "skip": 1.0, "depth": 2}, _defaults("se", n_error=5000),
@@ -63,10 +63,9 @@ def test_sgd_point_shapes():
 def test_bad_skip_is_one_line(tmp_path):
     spec = tmp_path / "s.toml"
     spec.write_text('name = "x"\nmodel = "smi"\nseed = 1\n[params]\nalpha = 0.5\nskip = -1.0\n[method]\nname = "se"\n')
-    r = subprocess.run([sys.executable, "-m", "seqphase.cli", "run", str(spec), "--store", str(tmp_path / "st.zarr")],
-                       capture_output=True, text=True)
-    assert r.returncode == 2
-    assert "skip" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    code, _, err = cli_here("run", spec, "--store", tmp_path / "st.zarr")
+    assert code == 2
+    assert "skip" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "st.zarr").exists()
 
 
@@ -75,10 +74,9 @@ def test_depth3_is_refused_before_anything_is_written(tmp_path, method):
     spec = tmp_path / "s.toml"
     alpha = "alpha = 0.5\n" if method == "gamp" else ""  # alpha is a grid parameter of gamp only
     spec.write_text(f'name = "x"\nmodel = "smi"\nseed = 1\n[params]\n{alpha}skip = 1.0\ndepth = 3\n[method]\nname = "{method}"\n')
-    r = subprocess.run([sys.executable, "-m", "seqphase.cli", "run", str(spec), "--store", str(tmp_path / "st.zarr")],
-                       capture_output=True, text=True)
-    assert r.returncode == 2
-    assert "params.depth" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    code, _, err = cli_here("run", spec, "--store", tmp_path / "st.zarr")
+    assert code == 2
+    assert "params.depth" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "st.zarr").exists()
 
 
@@ -91,7 +89,7 @@ def test_two_layer_results_are_padded_to_three_rows():
 
 def test_three_layer_se_point_learns_the_last_layer_first():
     """depth = 3 through the model: 3 x 3 results, and from Q0 = 0.05 I at alpha = 1 (above alpha_3 = 0.21,
-    next to the layer-1/2 onset ~1.0-1.25, docs/smi.md) the last layer's overlap grows while the two
+    next to the layer-1/2 onset ~1.0-1.25, docs/validation/smi.md) the last layer's overlap grows while the two
     shallower ones decay: after 6 iterations Q33 > 0.5 and Q11, Q22 < 0.05 (the 48-alpha SE has Q33 = 0.976
     and Q11, Q22 < 1e-3 at the fixed point)."""
     s = _defaults("se", n_mc=256, max_iter=6, n_error=2000)

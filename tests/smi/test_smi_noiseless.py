@@ -112,17 +112,32 @@ def test_tangent_response_is_the_channels_limit(ch_draws):
         assert np.all(np.abs(m - mt) < 4 * se), (r, m, mt, se)
 
 
+def _three_layers_closed_form_flow():
+    ch = AttentionChannel(3, 1.0)
+    draws = sse.Draws(3, 2, 512, np.random.default_rng(5))
+    closed = nl.perfect_recovery(ch, draws, response=nl.tangent_response)
+    assert abs(closed.alpha - 1.5) < 1e-3 and np.all(np.abs(closed.m - 2.0 / 3.0) < 1e-3), closed
+    assert closed.v[0] > 10 and closed.v[1] > 10  # layers 1 and 2 end ~100x less precise than layer 3
+    return ch, draws, closed
+
+
+def test_three_layers_closed_form_flow():
+    """Three layers (c = 1): the closed-form flow reaches v* with m_a = T/p = 2/3 (alpha_PR = 3/2, the counting
+    bound p/T)."""
+    _three_layers_closed_form_flow()
+
+
+# 30 s; the default suite checks the sampler flow and the SE map's contraction through the same code at depth
+# 2 (test_perfect_recovery_threshold_and_the_se_map), the 3-layer closed-form flow
+# (test_three_layers_closed_form_flow) and the 3-layer posterior against brute force (test_smi3.py)
+@pytest.mark.slow
 def test_three_layers_perfect_recovery_two_ways():
     """Three layers (c = 1): the closed-form flow reaches v* with m_a = T/p = 2/3 (alpha_PR = 3/2, the counting
     bound p/T). The same flow through the 3-layer sampler (started at that v*) settles at its own v*, with
     alpha_PR = 1/m_1 within 3 s.e. of 3/2; there the full eps = 0 SE map through the sampler contracts every
     1 - Q_aa by 1/(alpha m_a) per step, to 2e-3 relative (measured: 6e-4 at 1024 draws), so the map's growth
     crosses 1 at alpha = 1/m_1."""
-    ch = AttentionChannel(3, 1.0)
-    draws = sse.Draws(3, 2, 512, np.random.default_rng(5))
-    closed = nl.perfect_recovery(ch, draws, response=nl.tangent_response)
-    assert abs(closed.alpha - 1.5) < 1e-3 and np.all(np.abs(closed.m - 2.0 / 3.0) < 1e-3), closed
-    assert closed.v[0] > 10 and closed.v[1] > 10  # layers 1 and 2 end ~100x less precise than layer 3
+    ch, draws, closed = _three_layers_closed_form_flow()
     pr = nl.perfect_recovery(ch, draws, start=closed.v, tol=1e-3)
     assert abs(pr.alpha - 1.5) < 3 * pr.alpha_se, pr
     for alpha in (1.2, 1.8):

@@ -1,0 +1,206 @@
+"""Reference pages generated from the code itself, so they cannot drift from it.
+
+Directives (used by docs/reference/*.md):
+
+- ``seqphase-cli``: every subcommand of the `seqphase` command and every option, read from the argparse
+  parser that `seqphase.cli.build_parser` builds (the parser the command runs);
+- ``seqphase-models``: every registered model (`seqphase.core.models.MODELS`): its parameters with kind,
+  valid range, default and meaning, and each method with its settings and algorithm version;
+- ``seqphase-sweeps``: the shipped sweeps (`seqphase.api.list_sweeps`);
+- ``seqphase-papers``: the papers `seqphase reproduce` covers (`seqphase.sweeps.papers.PAPERS`).
+
+Each directive writes MyST Markdown (the language of the pages that use it) and parses it in place,
+headings included, so the generated sections get the same anchors, table of contents and search index as
+hand-written ones.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from docutils import nodes
+from docutils.statemachine import StringList
+from sphinx.util.docutils import SphinxDirective
+from sphinx.util.nodes import nested_parse_with_titles
+
+HEADING_LEVEL = 2  # the generated sections sit under the page's own title (#)
+
+
+def _literal(text):
+    """Inline code that survives any characters a help text or default may hold."""
+    text = str(text).replace("`", "'")
+    return f"`` {text} ``" if text.strip() else ""
+
+
+def _prose(text):
+    """Help text as Markdown: its `code` spans kept, no emphasis, links or HTML from other characters."""
+    parts = str(text or "").split("`")
+    if len(parts) % 2 == 0:  # an unpaired backtick: no code spans at all
+        parts = [str(text).replace("`", "'")]
+    for i in range(0, len(parts), 2):  # the even parts lie outside code spans
+        for char in "\\*_<>[]|":
+            parts[i] = parts[i].replace(char, "\\" + char)
+    return "`".join(parts)
+
+
+def _cell(text):
+    """A table cell on one line (list-table cells are block content)."""
+    return " ".join(str(text).split()) or " "
+
+
+def _heading(text, level):
+    return ["#" * (HEADING_LEVEL + level) + " " + text, ""]
+
+
+def _list_table(header, rows, widths=None):
+    lines = ["```{list-table}", ":header-rows: 1"]
+    if widths:
+        lines.append(":widths: " + " ".join(str(w) for w in widths))
+    lines.append("")
+    for row in [header, *rows]:
+        for i, cell in enumerate(row):
+            lines.append(("* - " if i == 0 else "  - ") + _cell(cell))
+    lines += ["```", ""]
+    return lines
+
+
+class _GeneratedDirective(SphinxDirective):
+    has_content = False
+
+    def lines(self):  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def run(self):
+        source = StringList()
+        for number, line in enumerate(self.lines()):
+            source.append(line, f"<{self.name}>", number)
+        holder = nodes.container()  # a scratch parent: only its parsed children go into the page
+        nested_parse_with_titles(self.state, source, holder)
+        return holder.children
+
+
+# -- the command line -------------------------------------------------------------------------------
+
+
+def _option_row(action):
+    if action.option_strings:
+        names = ", ".join(action.option_strings)
+        if action.nargs == 0:
+            form = names
+        else:
+            metavar = action.metavar or (("{" + ",".join(map(str, action.choices)) + "}") if action.choices
+                                         else action.dest.upper())
+            form = f"{names} {metavar}"
+    else:
+        form = action.metavar or action.dest.upper()
+        if action.nargs in ("*", "?"):
+            form = f"[{form}{' ...' if action.nargs == '*' else ''}]"
+    default = ""
+    if action.option_strings and action.nargs != 0 and action.default not in (None, [], argparse.SUPPRESS):
+        default = _literal(action.default)
+    if action.choices and action.option_strings:
+        default = (default + "; " if default else "") + "one of " + ", ".join(_literal(c) for c in action.choices)
+    needed = "required" if (action.required or not action.option_strings and action.nargs not in ("*", "?")) \
+        else ""
+    return [_literal(form), _prose(action.help), "; ".join(x for x in (needed, default) if x)]
+
+
+class CliDirective(_GeneratedDirective):
+    """Every subcommand of `seqphase` with its usage line and a table of its arguments."""
+
+    def lines(self):
+        from seqphase.cli import build_parser
+
+        parser = build_parser()
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        helps = {choice.dest: choice.help for choice in sub._choices_actions}
+        out = []
+        for name, command in sub.choices.items():
+            out += _heading(f"seqphase {name}", 0)
+            out += [_prose(helps.get(name)) + ".", ""]
+            usage = " ".join(command.format_usage().replace("usage:", "").split())
+            out += ["```text", usage, "```", ""]
+            rows = [_option_row(a) for a in command._actions if not isinstance(a, argparse._HelpAction)]
+            if rows:
+                out += _list_table(["argument", "meaning", "required / default"], rows, widths=[30, 55, 15])
+            else:
+                out += ["No arguments.", ""]
+        return out
+
+
+# -- the models -------------------------------------------------------------------------------------
+
+
+def _default_text(param):
+    from seqphase.core.models import REQUIRED
+
+    if param.default is REQUIRED:
+        return "required"
+    return _literal(repr(param.default) if isinstance(param.default, str) else param.default)
+
+
+def _param_rows(params):
+    return [[_literal(p.name), p.kind, _prose(p.range_text()), _default_text(p),
+             _prose(p.doc) + (f" (or a plug-in `module:Class`, a `seqphase."
+                              f"{'Likelihood' if p.plugin == 'channel' else 'Prior'}`)" if p.plugin else "")]
+            for p in params.values()]
+
+
+class ModelsDirective(_GeneratedDirective):
+    """Every registered model: its parameters, its methods and their settings."""
+
+    def lines(self):
+        from seqphase.core.models import get_model, model_names
+
+        out = []
+        header = ["name", "kind", "valid values", "default", "meaning"]
+        for name in model_names():
+            model = get_model(name)
+            out += _heading(f"Model {name}", 0)
+            out += [_prose(model.description.rstrip(".")) + "." if model.description else "", "",
+                    f"Named `model = \"{name}\"` in a spec. Parameters (each one a dim of the stored dataset):", ""]
+            out += _list_table(header, _param_rows(model.params), widths=[14, 8, 30, 12, 36])
+            for method_name, method in model.methods.items():
+                out += _heading(f"{name} / {method_name}", 1)
+                excluded = f" It does not take the parameters {', '.join(_literal(p) for p in method.excludes)}." \
+                    if method.excludes else ""
+                axes = f" Grid axes of its own: {', '.join(_literal(a) for a in method.axes)}." if method.axes else ""
+                out += [f"{_prose((method.doc or '').rstrip('.'))}. Algorithm version {method.version}.{excluded}{axes}",
+                        ""]
+                if method.settings:
+                    out += _list_table(header, _param_rows(method.settings), widths=[14, 8, 30, 12, 36])
+                else:
+                    out += ["No settings.", ""]
+        return out
+
+
+class SweepsDirective(_GeneratedDirective):
+    """The shipped sweeps, as `seqphase list` prints them."""
+
+    def lines(self):
+        from seqphase.api import list_sweeps
+
+        rows = [[_literal(s["name"]), f"{s['model']} / {s['method']}", str(s["points"]), _prose(s["title"])]
+                for s in list_sweeps()]
+        return _list_table(["name", "model / method", "points", "title"], rows, widths=[25, 20, 8, 47])
+
+
+class PapersDirective(_GeneratedDirective):
+    """The papers of `seqphase reproduce`, with their sweeps and measured costs."""
+
+    def lines(self):
+        from seqphase.sweeps.papers import PAPERS
+
+        rows = [[_literal(p.id), f"{_prose(p.authors)}, {_prose(p.title)}, arXiv:{p.arxiv}",
+                 ", ".join(_literal(s) for s in dict.fromkeys(p.sweeps)), _prose(p.cost_quick), _prose(p.cost_full)]
+                for p in PAPERS.values()]
+        return _list_table(["id", "paper", "sweeps", "`--quick` cost", "full-size cost"], rows,
+                           widths=[8, 32, 30, 15, 15])
+
+
+def setup(app):
+    app.add_directive("seqphase-cli", CliDirective)
+    app.add_directive("seqphase-models", ModelsDirective)
+    app.add_directive("seqphase-sweeps", SweepsDirective)
+    app.add_directive("seqphase-papers", PapersDirective)
+    return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
