@@ -81,7 +81,7 @@ def replay(case, n_seeds, max_seeds, target, margin=0.05):
     lo, hi, n = spec["window"]
     raw = {"sizes": spec["sizes"], "n_seeds": n_seeds, f"{t}_lo": lo, f"{t}_hi": hi, f"{t}_n": n}
     settings = {**{k: p.default for k, p in onset.design_settings({t: target}).items()}, **method_defaults(method),
-                **raw, "max_seeds": max_seeds, f"{t}_se": target, "stop_window": 0,
+                **raw, "design": "sequential", "max_seeds": max_seeds, f"{t}_se": target, "stop_window": 0,
                 "margin": margin}
     logged = load(case)
     asked = []

@@ -42,8 +42,10 @@ version 4 does, glm's and multiindex's run the grid):
 - grid: every alpha of each window at every size, `n_seeds` seeds each.
 - sequential: sizes in ascending order; each starts from the two adjacent window alphas around the onset
   the smaller sizes predict (none yet: the window's middle pair; one: its onset; more: the straight line in
-  d^-nu through them), and its window grows by one alpha at an end while the mean there is on the wrong
-  side of the level in more than `margin` of the seed resamples (`end_doubts`), and at both ends (where the
+  d^-nu through them), and its window grows by one alpha at its low end while the mean there is above the
+  level in more than `margin` of the seed resamples, at its high end while a resample of the next alpha's
+  seeds could still fall below the level (probability > `margin` under the end's seed noise taken three
+  times: the least favourable non-decreasing mean; `end_doubts`), and at both ends (where the
   grid has alphas) while the rule's own bootstrap still refuses it (the crossing leaves the window in > 10%
   of the resamples). Then, while the extrapolation's s.e. exceeds the transition's target `<t>_se`,
   `seed_batch` more seeds run at every alpha of the size where they shrink the intercept's variance most
@@ -242,22 +244,38 @@ def first_pair(alphas, guess):
 
 
 def end_doubts(overlaps, d, *, level, margin, n_boot=N_BOOT):
-    """(low, high): whether a window's ends still doubt the crossing lies inside it, from `overlaps` (its
-    alphas x seeds): the mean at its lowest alpha is at or above level / sqrt(d), or at its highest below it,
-    in more than `margin` of the seed resamples. The seeds are resampled by a generator of fixed seed, so a
-    design's decisions are a function of its instances alone."""
+    """(low, high): whether a window's ends still doubt that the rule's crossing lies inside it, from `overlaps`
+    (its alphas x seeds), with floor = level / sqrt(d):
+
+    - low: the mean at its lowest alpha is at or above the floor in more than `margin` of the seed resamples
+      (the rule's bootstrap needs the window to start below the floor; alphas below it cannot move the LAST
+      crossing, so the low end's own mean is all that matters there);
+    - high: a resample of the seeds (the rule's bootstrap) would find the mean of the next alpha beyond the
+      window below the floor with probability more than `margin`. The rule takes the last upward crossing,
+      so the window may only end where no alpha beyond it would move the rule's output, its crossing or the
+      bootstrap's spread of crossings, to it. The mean is non-decreasing in alpha in expectation (more
+      samples, no less overlap), so the next alpha's expectation is at least the end's, and the next alpha is
+      the likeliest of those beyond to dip. Its resampled mean is then at least the end's expectation (known
+      to the end's seed noise) plus the next alpha's own seed noise plus the resampling's: the end's
+      resampled mean plus two independent resamples' deviations from the end's mean, three times the end's
+      variance around it, the least favourable law that non-decreasing means allow. With margin 5% an end
+      whose mean lies less than ~2.85 s.e. above the floor is not settled.
+
+    The seeds are resampled by a generator of fixed seed, so a design's decisions are a function of its
+    instances alone."""
     overlaps = np.asarray(overlaps, dtype=float)
     floor = level / math.sqrt(d)
     rng = np.random.default_rng(0)
 
-    def share(row, above):
-        row = row[~diverged(row)]
-        if row.size == 0:
-            return 1.0
-        means = row[rng.integers(0, row.size, size=(n_boot, row.size))].mean(axis=1)
-        return float(np.mean(means >= floor if above else means < floor))
+    def resampled(row):
+        return row[rng.integers(0, row.size, size=(n_boot, row.size))].mean(axis=1)
 
-    return share(overlaps[0], True) > margin, share(overlaps[-1], False) > margin
+    low, high = (row[~diverged(row)] for row in (overlaps[0], overlaps[-1]))
+    low_doubt = low.size == 0 or float(np.mean(resampled(low) >= floor)) > margin
+    if high.size == 0:
+        return low_doubt, True
+    following = resampled(high) + (resampled(high) - high.mean()) + (resampled(high) - high.mean())
+    return low_doubt, float(np.mean(following < floor)) > margin
 
 
 def cheapest_gain(sizes, ses, seeds, batch, costs, correction):
@@ -294,28 +312,31 @@ ONSET_SETTINGS = {
 DESIGNS = ("grid", "sequential")
 
 
-def design_settings(targets, stop_window=20, stop_fraction=1e-3):
-    """The settings of the sequential design (`OnsetMethod._sequential`) and of the stopping rule (`stop_test`):
-    `targets` {transition: s.e. at which the design stops adding seeds}. A family whose `run_instance` takes
-    the stopping rule adds them to its onset settings; without them a method runs the grid design, unstopped."""
+def design_settings(targets, default="sequential", stopping=True, stop_window=20, stop_fraction=1e-3):
+    """The settings of the sequential design (`OnsetMethod._sequential_tasks`) and, with `stopping`, of the
+    stopping rule (`stop_test`): `targets` {transition: s.e. at which the design stops adding seeds},
+    `default` the design a point runs unless a spec sets one. Only a family whose `run_instance` takes the
+    stopping rule (`watch`) asks for it; without these settings a method runs the grid design, unstopped."""
     out = {
         "design": Param("design", "choice", "grid: every alpha of each window at every size and n_seeds seeds; "
                         "sequential: each size's alphas placed from the smaller sizes' onsets, seeds added "
-                        "where they shrink the extrapolation's s.e. most per cost (core/onset.py)", "sequential",
+                        "where they shrink the extrapolation's s.e. most per cost (core/onset.py)", default,
                         choices=DESIGNS),
         "max_seeds": Param("max_seeds", "int", "sequential: seeds per alpha at most (n_seeds to start)", 48,
                            low=2, high=4096, low_inclusive=True),
         "seed_batch": Param("seed_batch", "int", "sequential: seeds added at a time to one size", 8, low=1,
                             high=4096, low_inclusive=True),
-        "margin": Param("margin", "float", "sequential: a window end is extended while the mean there is on the "
-                        "wrong side of the level in more than this fraction of the seed resamples", 0.05,
-                        low=0.0, high=0.1, low_inclusive=False),
-        "stop_window": Param("stop_window", "int", "stopping rule: iterations the watched overlap must sit at "
-                             "zero (0: no early stop)", stop_window, low=0, high=10_000, low_inclusive=True),
-        "stop_fraction": Param("stop_fraction", "float", "stopping rule: 'zero' is below this fraction of the "
-                               "level / sqrt(d), with no growth that reaches it by the cap", stop_fraction,
-                               low=0.0, high=1.0),
+        "margin": Param("margin", "float", "sequential: a window end is extended while the mean there (low end), "
+                        "or the next alpha's mean (high end), is on the wrong side of the level with more than "
+                        "this probability under the seeds' resampling", 0.05, low=0.0, high=0.1,
+                        low_inclusive=False),
     }
+    if stopping:
+        out["stop_window"] = Param("stop_window", "int", "stopping rule: iterations the watched overlap must sit "
+                                   "at zero (0: no early stop)", stop_window, low=0, high=10_000, low_inclusive=True)
+        out["stop_fraction"] = Param("stop_fraction", "float", "stopping rule: 'zero' is below this fraction of "
+                                     "the level / sqrt(d), with no growth that reaches it by the cap", stop_fraction,
+                                     low=0.0, high=1.0)
     for t, target in targets.items():
         out[f"{t}_se"] = Param(f"{t}_se", "float", f"sequential: add seeds until the s.e. of {t}_gamp is at "
                                "most this (0: never add)", target, low=0.0, low_inclusive=True)

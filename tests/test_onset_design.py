@@ -162,6 +162,66 @@ def test_a_window_the_rules_bootstrap_refuses_grows_at_both_ends(monkeypatch):
     assert refused and np.all(out["alpha_step_hi"] - out["alpha_step_lo"] >= 3)  # grown where the grid allows
 
 
+class PlateauToy(Toy):
+    """A mean that leaves the floor at a_d onto a plateau 0.5 s.e. (of a 16-seed mean) above the level for 0.3
+    in alpha, then rises: its 16-seed means cross the level up and down across the plateau, so the rule's LAST
+    upward crossing can lie past an alpha whose mean is safely above the level."""
+
+    def run_instance(self, params, settings, alpha, d, stream, watch=None):
+        rng = np.random.default_rng(stream)
+        onset_d = ALPHA_INF + SHIFT * d ** (-1 / 3)
+        noise = rng.standard_normal() / math.sqrt(d)
+        if alpha < onset_d:
+            value = abs(noise)
+        else:
+            plateau = (settings["level"] + 0.5 / math.sqrt(settings["n_seeds"])) / math.sqrt(d)
+            value = plateau + self.slope * max(alpha - onset_d - 0.3, 0.0) + noise
+        return {"overlap": value, "n_iter": 1, "converged": 1, "stopped": 0}
+
+
+def own_mean_doubts(overlaps, d, *, level, margin, n_boot=onset.N_BOOT, end_doubts=onset.end_doubts):
+    """The high end judged on its own resampled mean alone (the next alpha left out)."""
+    low, _ = end_doubts(overlaps, d, level=level, margin=margin, n_boot=n_boot)
+    row = np.asarray(overlaps, dtype=float)[-1]
+    means = row[np.random.default_rng(0).integers(0, row.size, size=(n_boot, row.size))].mean(axis=1)
+    return low, float(np.mean(means < level / math.sqrt(d))) > margin
+
+
+def test_a_window_does_not_end_where_the_next_alpha_may_still_dip_below_the_level(monkeypatch):
+    """On the plateau the design's windows hold the grid's last crossing at every size of every stream; the
+    high end judged on its own mean alone stops short of it on some of the same streams."""
+    settings = {**onset.ONSET_SETTINGS, **onset.window_settings("alpha", 0.5, 1.6, 12),
+                **onset.design_settings({"alpha": 0.0})}
+    method = PlateauToy(settings, version=1, doc="plateau toy")
+    values = {k: (list(p.default) if isinstance(p.default, (list, tuple)) else p.default) for k, p in settings.items()}
+    values.update({"sizes": [250, 500, 1000, 2000], "n_seeds": 16})
+    seeds = range(5)
+    grid = [run(method, {**values, "design": "grid"}, seed)[0]["alpha_gamp_d"] for seed in seeds]
+    for seed, onsets in zip(seeds, grid):
+        np.testing.assert_array_equal(run(method, values, seed)[0]["alpha_gamp_d"], onsets)
+    monkeypatch.setattr(onset, "end_doubts", own_mean_doubts)
+    short = [not np.array_equal(run(method, values, seed)[0]["alpha_gamp_d"], onsets)
+             for seed, onsets in zip(seeds, grid)]
+    assert any(short)
+
+
+def test_the_high_end_is_settled_by_the_next_alphas_law_the_low_end_by_its_own_mean():
+    """The high end: a resample of the next alpha, at least the end's mean plus three times its seed noise,
+    is below the floor with probability Phi(-k / sqrt(3)) when the end's mean is k s.e. above it (k = 2: 12%,
+    doubted at margin 5%; k = 4: 1%, settled). The low end: its own mean, k s.e. below, above the floor with
+    probability Phi(-k) (k = 2: 2%, settled)."""
+    d, level, n = 1000, 2.0, 64
+    floor = level / math.sqrt(d)
+    z = np.random.default_rng(3).standard_normal(n)
+    z = (z - z.mean()) / z.std()  # the seeds' spread exactly 1 (their mean's s.e. 1 / sqrt(n))
+    def at(k):
+        return floor + k / math.sqrt(n) + z
+    assert onset.end_doubts(np.array([at(-6), at(2.0)]), d, level=level, margin=0.05) == (False, True)
+    assert onset.end_doubts(np.array([at(-6), at(4.0)]), d, level=level, margin=0.05) == (False, False)
+    assert onset.end_doubts(np.array([at(-2.0), at(6)]), d, level=level, margin=0.05) == (False, False)
+    assert onset.end_doubts(np.array([at(-1.0), at(6)]), d, level=level, margin=0.05) == (True, False)
+
+
 def test_the_design_helpers():
     assert onset.first_pair(np.linspace(0, 1, 7), None) == 2
     assert onset.first_pair(np.linspace(0, 1, 11), 0.35) == 3 and onset.first_pair(np.linspace(0, 1, 11), 5.0) == 9
@@ -225,3 +285,20 @@ def test_the_smi_sequential_point_runs_as_rounds_of_works_and_equals_the_serial_
         ran = expected[f"{t}_n_iter"] >= 0
         assert np.array_equal(ran, np.isfinite(expected[f"{t}_overlap_1"]))  # NaN exactly where nothing ran
         assert expected[f"{t}_n_seeds"].max() == 6  # the target 0.01 is out of reach: seeds up to max_seeds
+
+
+@pytest.mark.parametrize("sweep", ["glm-phase-retrieval-onset", "multiindex-z1z2-onset"])
+def test_the_glm_and_multiindex_onsets_take_the_design_on_request_and_keep_their_hashes(sweep):
+    """Their design settings are later_settings: at their defaults (the grid) they stay out of the sweep's
+    identity, so the stored points keep their hashes; design = sequential enters it (another point)."""
+    from seqphase.sweeps.planner import plan_sweep
+    from seqphase.sweeps.spec import load_sweep
+
+    grid = plan_sweep(load_sweep(sweep))
+    added = set(onset.design_settings({"alpha": 0.0}, stopping=False))
+    assert grid.sweep.settings["design"] == "grid" and not added & set(grid.identity["settings"])
+    sequential = plan_sweep(load_sweep(sweep, overrides=["design=sequential"]))
+    assert sequential.identity["settings"]["design"] == "sequential"
+    assert not (added - {"design"}) & set(sequential.identity["settings"])
+    assert sequential.points[0].hash != grid.points[0].hash
+    assert "alpha_step_lo" in sequential.layout.variables and "alpha_step_lo" not in grid.layout.variables
