@@ -243,7 +243,7 @@ def first_pair(alphas, guess):
     return int(np.clip(np.searchsorted(alphas, guess, side="right") - 1, 0, n - 2))
 
 
-def end_doubts(overlaps, d, *, level, margin, n_boot=N_BOOT):
+def end_doubts(overlaps, d, *, level, margin, beyond=True, n_boot=N_BOOT):
     """(low, high): whether a window's ends still doubt that the rule's crossing lies inside it, from `overlaps`
     (its alphas x seeds), with floor = level / sqrt(d):
 
@@ -259,7 +259,9 @@ def end_doubts(overlaps, d, *, level, margin, n_boot=N_BOOT):
       to the end's seed noise) plus the next alpha's own seed noise plus the resampling's: the end's
       resampled mean plus two independent resamples' deviations from the end's mean, three times the end's
       variance around it, the least favourable law that non-decreasing means allow. With margin 5% an end
-      whose mean lies less than ~2.85 s.e. above the floor is not settled.
+      whose mean lies less than ~2.85 s.e. above the floor is not settled. Where the grid has no alpha
+      beyond the window (`beyond` False) nothing there can move the crossing, and the end's own resampled
+      mean below the floor is the doubt, as the low end's above it.
 
     The seeds are resampled by a generator of fixed seed, so a design's decisions are a function of its
     instances alone."""
@@ -274,7 +276,9 @@ def end_doubts(overlaps, d, *, level, margin, n_boot=N_BOOT):
     low_doubt = low.size == 0 or float(np.mean(resampled(low) >= floor)) > margin
     if high.size == 0:
         return low_doubt, True
-    following = resampled(high) + (resampled(high) - high.mean()) + (resampled(high) - high.mean())
+    following = resampled(high)
+    if beyond:
+        following = following + (resampled(high) - high.mean()) + (resampled(high) - high.mean())
     return low_doubt, float(np.mean(following < floor)) > margin
 
 
@@ -529,7 +533,8 @@ class OnsetMethod(Method):
             has one)."""
             while True:
                 lo, hi = span[si]
-                low_doubt, high_doubt = end_doubts(table(si), sizes[si], level=level, margin=margin)
+                low_doubt, high_doubt = end_doubts(table(si), sizes[si], level=level, margin=margin,
+                                                   beyond=hi + 1 < len(alphas))
                 more = ([lo - 1] if low_doubt else []) + ([hi + 1] if high_doubt else [])
                 if not more:
                     try:

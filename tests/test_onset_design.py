@@ -179,12 +179,9 @@ class PlateauToy(Toy):
         return {"overlap": value, "n_iter": 1, "converged": 1, "stopped": 0}
 
 
-def own_mean_doubts(overlaps, d, *, level, margin, n_boot=onset.N_BOOT, end_doubts=onset.end_doubts):
-    """The high end judged on its own resampled mean alone (the next alpha left out)."""
-    low, _ = end_doubts(overlaps, d, level=level, margin=margin, n_boot=n_boot)
-    row = np.asarray(overlaps, dtype=float)[-1]
-    means = row[np.random.default_rng(0).integers(0, row.size, size=(n_boot, row.size))].mean(axis=1)
-    return low, float(np.mean(means < level / math.sqrt(d))) > margin
+def own_mean_doubts(overlaps, d, *, level, margin, beyond=True, n_boot=onset.N_BOOT, end_doubts=onset.end_doubts):
+    """The high end judged on its own resampled mean alone, as if the grid had no alpha beyond it."""
+    return end_doubts(overlaps, d, level=level, margin=margin, beyond=False, n_boot=n_boot)
 
 
 def test_a_window_does_not_end_where_the_next_alpha_may_still_dip_below_the_level(monkeypatch):
@@ -213,13 +210,16 @@ def test_the_high_end_is_settled_by_the_next_alphas_law_the_low_end_by_its_own_m
     d, level, n = 1000, 2.0, 64
     floor = level / math.sqrt(d)
     z = np.random.default_rng(3).standard_normal(n)
-    z = (z - z.mean()) / z.std()  # the seeds' spread exactly 1 (their mean's s.e. 1 / sqrt(n))
+    z = 0.01 * (z - z.mean()) / z.std()  # the seeds' spread exactly 0.01 (their mean's s.e. 0.01 / sqrt(n))
+
     def at(k):
-        return floor + k / math.sqrt(n) + z
+        return floor + k * 0.01 / math.sqrt(n) + z
     assert onset.end_doubts(np.array([at(-6), at(2.0)]), d, level=level, margin=0.05) == (False, True)
     assert onset.end_doubts(np.array([at(-6), at(4.0)]), d, level=level, margin=0.05) == (False, False)
     assert onset.end_doubts(np.array([at(-2.0), at(6)]), d, level=level, margin=0.05) == (False, False)
     assert onset.end_doubts(np.array([at(-1.0), at(6)]), d, level=level, margin=0.05) == (True, False)
+    # at the grid's last alpha nothing beyond can dip: the end's own mean, 2 s.e. above, is settled
+    assert onset.end_doubts(np.array([at(-6), at(2.0)]), d, level=level, margin=0.05, beyond=False) == (False, False)
 
 
 def test_the_design_helpers():
@@ -255,7 +255,7 @@ def test_the_smi_onset_declares_the_design_and_its_layout_holds_max_seeds():
 
 
 def test_the_smi_sequential_point_runs_as_rounds_of_works_and_equals_the_serial_run(tmp_path, client):
-    """A tiny smi point (d = 20, 40; 3 seeds to start, 3 more at a time up to 6; 8 iterations) through the real
+    """A tiny smi point (d = 20, 40; 3 seeds to start, 3 more at a time up to 6; 12 iterations) through the real
     local cluster and the store: its rounds of works give the serial `Method.run`'s outputs bit for bit, NaN /
     -1 where the design ran nothing. (Sizes this small only exercise the machinery.)"""
     from seqphase.cluster.driver import run_sweep
@@ -267,7 +267,7 @@ def test_the_smi_sequential_point_runs_as_rounds_of_works_and_equals_the_serial_
     window = "\n".join(f"{t}_lo = 0.2\n{t}_hi = 3.0\n{t}_n = 8\n{t}_se = 0.01" for t in ("alpha2", "alpha1"))
     spec = tmp_path / "smi-seq.toml"
     spec.write_text('name = "smi-seq"\nmodel = "smi"\nseed = 47\n[params]\nskip = 1.0\n[method]\nname = "onset"\n'
-                    'sizes = [20, 40]\nn_seeds = 3\nmax_seeds = 6\nseed_batch = 3\nmax_iter = 8\n' + window + "\n")
+                    'sizes = [20, 40]\nn_seeds = 3\nmax_seeds = 6\nseed_batch = 3\nmax_iter = 12\n' + window + "\n")
     plan = plan_sweep(load_sweep(str(spec)))
     group = Store(tmp_path / "s.zarr").prepare(plan)
     summary = run_sweep(plan, group, client, progress=False)
