@@ -37,7 +37,8 @@ below at hi, or in more than 10% of the resamples) makes the point fail with tha
 (`OnsetWindowError`), so a user widens the window; nothing is extrapolated from a half-seen onset.
 
 Two designs run the rule (setting `design`, where a family's settings hold `design_settings`; smi's onset
-version 4 does, glm's and multiindex's run the grid):
+version 4 does, and runs the sequential one by default; glm's and multiindex's run the grid unless a spec
+sets design = sequential, without the stopping rule):
 
 - grid: every alpha of each window at every size, `n_seeds` seeds each.
 - sequential: sizes in ascending order; each starts from the two adjacent window alphas around the onset
@@ -390,8 +391,8 @@ class OnsetMethod(Method):
                                          "no sample", f"raise {t}_lo or the smallest size")
 
     def sequential(self, settings):
-        """Whether the point runs the sequential design (a setting only the families with the stopping rule
-        have; the others run the grid)."""
+        """Whether the point runs the sequential design (its `design` setting; a family whose settings lack
+        `design_settings` runs the grid)."""
         return settings.get("design", "grid") == "sequential"
 
     def layout(self, settings):
