@@ -124,7 +124,8 @@ def design(case, workers):
                 out = check_outputs(model, "onset", settings, stop.value)
                 break
     with open(OUT / f"{case}-sequential.json", "w") as fh:
-        json.dump({"sweep": spec["sweep"], "settings": settings, "hash": point.hash, "estimate": float(out["alpha_gamp"]), "se": float(out["alpha_gamp_se"]),
+        json.dump({"sweep": spec["sweep"], "settings": settings, "hash": point.hash,
+                   "estimate": float(out["alpha_gamp"]), "se": float(out["alpha_gamp_se"]),
                    "onsets": out["alpha_gamp_d"].tolist(), "onset_se": out["alpha_gamp_d_se"].tolist(),
                    "step_lo": out["alpha_step_lo"].tolist(), "step_hi": out["alpha_step_hi"].tolist(),
                    "results": results, "cpu": cpu}, fh)
@@ -132,7 +133,8 @@ def design(case, workers):
     for si, d in enumerate(settings["sizes"]):
         lo, hi = out["alpha_step_lo"][si], out["alpha_step_hi"][si]
         print(f"d = {d:5d}: alphas {alphas[lo]:.2f} .. {alphas[hi]:.2f} ({hi - lo + 1} of {len(alphas)}), "
-              f"{out['alpha_n_seeds'][si]} seeds; onset {out['alpha_gamp_d'][si]:.4f} +- {out['alpha_gamp_d_se'][si]:.4f}")
+              f"{out['alpha_n_seeds'][si]} seeds; "
+              f"onset {out['alpha_gamp_d'][si]:.4f} +- {out['alpha_gamp_d_se'][si]:.4f}")
     inf, se = float(out["alpha_gamp"]), float(out["alpha_gamp_se"])
     total = sum(cpu.values())
     print(f"{spec['sweep']} --set design=sequential: {inf:.4f} +- {se:.4f} (chi2 {float(out['alpha_gamp_chi2']):.2f}), "

@@ -332,8 +332,8 @@ def design_settings(targets, default="sequential", stopping=True, stop_window=20
         "seed_batch": Param("seed_batch", "int", "sequential: seeds added at a time to one size", 8, low=1,
                             high=4096, low_inclusive=True),
         "margin": Param("margin", "float", "sequential: a window end is extended while the mean there (low end), "
-                        "or the next alpha's mean (high end), is on the wrong side of the level with more than "
-                        "this probability under the seeds' resampling", 0.05, low=0.0, high=0.1,
+                        "or a resample of the next alpha's mean (high end), is on the wrong side of the level "
+                        "with more than this probability under the seeds' resampling", 0.05, low=0.0, high=0.1,
                         low_inclusive=False),
     }
     if stopping:
