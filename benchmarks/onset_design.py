@@ -3,6 +3,7 @@ decisions (which alphas at which size, how many seeds) answered from the final o
 on the full grid, so its estimate and its share of the grid's cost are read off without running GAMP again.
 
     python benchmarks/onset_design.py [--case CASE ...] [--seeds N] [--max-seeds M] [--target SE]
+                                      [--margin M] [--high-end RULE]
 
 Cases (the logs in benchmarks/results/onset/): `phase-retrieval` (glm, weak recovery at 1/2: small.json and
 large.json, window 0.5 ... 1.0, d = 250 ... 4000), `z1z2` (multiindex, 0.593751: z1z2-small.json, window
@@ -12,7 +13,10 @@ with 16 seeds), `smi-c1e-4-alpha1` (smi-c0.0001-alpha1-v3.jsonl, d = 250 ... 100
 instances are the grid's (16 seeds a cell), so `--max-seeds` is at most 16 here. Printed per case: the
 design's window and seeds per size, its per-size onsets and extrapolation (level 2, d^-1/3) beside the grid's
 on the same instances, the rounds it took, and its share of the grid's CPU-s (the logged CPU-s of the
-instances it asked for over all of the grid's).
+instances it asked for over all of the grid's). `--high-end` compares the rule that settles a window's high
+end (`core/onset.py`, `end_doubts`): `next-resample` (the design's: a resample of the next alpha, the end's
+seed noise three times), `next-mean` (the next alpha's mean only, twice) or `own-mean` (the end's own
+resampled mean, as at the grid's last alpha).
 """
 
 from __future__ import annotations
@@ -70,6 +74,34 @@ def load(case):
             result.setdefault("converged", 0)
             out[(d, round(float(alphas[j]), 9), seed)] = (result, r.get("cpu_s", 0.0))
     return out
+
+
+DESIGNS_END_DOUBTS = onset.end_doubts  # the design's rule, kept before --high-end replaces the module's
+
+
+def next_mean_doubts(overlaps, d, *, level, margin, beyond=True, n_boot=onset.N_BOOT):
+    """`end_doubts` with the high end's law the next alpha's mean alone (the end's resampled mean plus one
+    resample deviation, twice its variance): the crossing on the observed means, not its bootstrap's."""
+    overlaps = np.asarray(overlaps, dtype=float)
+    floor = level / np.sqrt(d)
+    rng = np.random.default_rng(0)  # the draws in the order the design's rule makes them
+
+    def resampled(row):
+        return row[rng.integers(0, row.size, size=(n_boot, row.size))].mean(axis=1)
+
+    low, high = (row[~onset.diverged(row)] for row in (overlaps[0], overlaps[-1]))
+    low_doubt = low.size == 0 or float(np.mean(resampled(low) >= floor)) > margin
+    if high.size == 0:
+        return low_doubt, True
+    following = resampled(high) + (resampled(high) - high.mean()) if beyond else resampled(high)
+    return low_doubt, float(np.mean(following < floor)) > margin
+
+
+HIGH_END = {
+    "next-resample": DESIGNS_END_DOUBTS,
+    "next-mean": next_mean_doubts,
+    "own-mean": lambda overlaps, d, **kw: DESIGNS_END_DOUBTS(overlaps, d, **{**kw, "beyond": False}),
+}
 
 
 def replay(case, n_seeds, max_seeds, target, margin=0.05):
@@ -142,7 +174,10 @@ def main(argv=None):
     ap.add_argument("--max-seeds", type=int, default=16)
     ap.add_argument("--target", type=float, default=0.0, help="s.e. at which the design stops adding seeds")
     ap.add_argument("--margin", type=float, default=0.05, help="the design's margin (end_doubts)")
+    ap.add_argument("--high-end", choices=tuple(HIGH_END), default="next-resample",
+                    help="the rule that settles a window's high end")
     a = ap.parse_args(argv)
+    onset.end_doubts = HIGH_END[a.high_end]  # the design reads it from the module at each decision
     for case in a.case:
         try:
             replay(case, a.seeds, a.max_seeds, a.target, a.margin)
