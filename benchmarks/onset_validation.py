@@ -8,6 +8,7 @@
 
     python benchmarks/onset_validation.py run [--case CASE] [--workers 2] [--only STEM]
     python benchmarks/onset_validation.py table [--case CASE]
+    python benchmarks/onset_validation.py design [--case CASE] [--workers 2]
 
 `run` executes the method's own works (`OnsetMethod.tasks`, the same `run_instance` and streams a sweep
 uses) in a process pool, for SeedSequence(12345), 16 seeds, one BLAS thread a process; the final overlaps
@@ -18,6 +19,11 @@ window chosen to bracket the finite-d onsets seen on 3 seeds at d = 500 and 1000
 `table` applies the rule on the case's common window (phase retrieval: 0.5..1.0; z1z2: each size's own) at
 levels 1.5, 2, 3 and extrapolates with each
 correction, on all sizes and on the three largest (docs/validation/onset.md).
+`design` runs the case's sweep (glm-phase-retrieval-onset, multiindex-z1z2-onset) with `--set
+design=sequential` (core/onset.py): its one point, on the point's own streams as `seqphase run` draws them,
+the design's rounds of works in a process pool; it prints the design's windows, onsets and extrapolation
+with its distance from the known value, and the instances' CPU-s; the results go to
+benchmarks/results/onset/<case>-sequential.json.
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ OUT = Path(__file__).resolve().parent / "results" / "onset"
 #: case -> model, parameters, the exact transition, {file stem: method settings}, the rule's common window
 CASES = {
     "phase-retrieval": {
-        "model": "glm", "params": {"prior": "gaussian", "channel": "abs", "rho": 1.0, "delta": 0.0},
+        "model": "glm", "sweep": "glm-phase-retrieval-onset", "params": {"prior": "gaussian", "channel": "abs", "rho": 1.0, "delta": 0.0},
         "exact": 0.5, "window": np.linspace(0.5, 1.0, 11),
         "runs": {
             "small": {"sizes": [250, 500, 1000], "n_seeds": 16, "alpha_lo": 0.3, "alpha_hi": 1.0, "alpha_n": 15,
@@ -48,7 +54,7 @@ CASES = {
                       "max_iter": 300},
         }},
     "z1z2": {
-        "model": "multiindex", "params": {"channel": "z1z2"},
+        "model": "multiindex", "sweep": "multiindex-z1z2-onset", "params": {"channel": "z1z2"},
         "exact": 0.593751, "window": None,
         "runs": {
             "z1z2-small": {"sizes": [250, 500, 1000, 2000], "n_seeds": 16, "alpha_lo": 0.5, "alpha_hi": 1.2,
@@ -83,6 +89,57 @@ def run(case, workers, only=None):
             json.dump({"settings": settings, "overlap": overlaps, "cpu": cpu}, fh)
         print(f"{stem}: {len(works)} instances, {time.time() - start:.0f} s wall, {sum(cpu.values()):.0f} CPU-s",
               flush=True)
+
+
+def _result(work):
+    start = time.process_time()
+    return work.key, work.fn(**work.kwargs), time.process_time() - start
+
+
+def design(case, workers):
+    """The case's sweep point under the sequential design, its rounds of works in a process pool (the same
+    works and streams as `seqphase run SWEEP --set design=sequential`, whose driver runs them on a cluster)."""
+    from seqphase.core.models import check_outputs, get_model, point_stream
+    from seqphase.sweeps.planner import payload, plan_sweep
+    from seqphase.sweeps.spec import load_sweep
+
+    spec = CASES[case]
+    plan = plan_sweep(load_sweep(spec["sweep"], overrides=["design=sequential"]))
+    (point,) = plan.points
+    job = payload(plan, point)
+    model = get_model(job["model"])
+    settings = job["settings"]
+    tasks = model.method("onset").tasks(job["params"], settings, point_stream(job["seed_entropy"], job["seed_key"]))
+    start, results, cpu, rounds = time.time(), {}, {}, 0
+    with ProcessPoolExecutor(workers) as pool:
+        works = next(tasks)
+        while True:
+            rounds += 1
+            got = list(pool.map(_result, works))
+            results.update({k: r for k, r, _ in got})
+            cpu.update({k: c for k, _, c in got})
+            try:
+                works = tasks.send({k: r for k, r, _ in got})
+            except StopIteration as stop:
+                out = check_outputs(model, "onset", settings, stop.value)
+                break
+    with open(OUT / f"{case}-sequential.json", "w") as fh:
+        json.dump({"sweep": spec["sweep"], "settings": settings, "hash": point.hash,
+                   "estimate": float(out["alpha_gamp"]), "se": float(out["alpha_gamp_se"]),
+                   "onsets": out["alpha_gamp_d"].tolist(), "onset_se": out["alpha_gamp_d_se"].tolist(),
+                   "step_lo": out["alpha_step_lo"].tolist(), "step_hi": out["alpha_step_hi"].tolist(),
+                   "results": results, "cpu": cpu}, fh)
+    alphas, exact = out["alpha_alpha"], spec["exact"]
+    for si, d in enumerate(settings["sizes"]):
+        lo, hi = out["alpha_step_lo"][si], out["alpha_step_hi"][si]
+        print(f"d = {d:5d}: alphas {alphas[lo]:.2f} .. {alphas[hi]:.2f} ({hi - lo + 1} of {len(alphas)}), "
+              f"{out['alpha_n_seeds'][si]} seeds; "
+              f"onset {out['alpha_gamp_d'][si]:.4f} +- {out['alpha_gamp_d_se'][si]:.4f}")
+    inf, se = float(out["alpha_gamp"]), float(out["alpha_gamp_se"])
+    total = sum(cpu.values())
+    print(f"{spec['sweep']} --set design=sequential: {inf:.4f} +- {se:.4f} (chi2 {float(out['alpha_gamp_chi2']):.2f}), "
+          f"{(inf - exact) / se:+.2f} s.e. from {exact}; {len(results)} instances in {rounds} rounds, "
+          f"{total:.0f} CPU-s, {time.time() - start:.0f} s wall", flush=True)
 
 
 def overlaps_on_window(case):
@@ -134,10 +191,17 @@ def main(argv=None):
     run_parser.add_argument("--workers", type=int, default=2)
     run_parser.add_argument("--only", nargs="*", help="file stems of the case to run (default: all)")
     table_parser = sub.add_parser("table")
-    for p in (run_parser, table_parser):
+    design_parser = sub.add_parser("design")
+    design_parser.add_argument("--workers", type=int, default=2)
+    for p in (run_parser, table_parser, design_parser):
         p.add_argument("--case", choices=tuple(CASES), default="phase-retrieval")
     args = parser.parse_args(argv)
-    run(args.case, args.workers, args.only) if args.command == "run" else table(args.case)
+    if args.command == "run":
+        run(args.case, args.workers, args.only)
+    elif args.command == "design":
+        design(args.case, args.workers)
+    else:
+        table(args.case)
     return 0
 
 

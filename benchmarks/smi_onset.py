@@ -74,13 +74,19 @@ OUT = Path(__file__).resolve().parent / "results" / "onset"
 SWEEP = "smi-thresholds-gamp"
 
 
+#: The script works on the grid design (every alpha of each window at every size, runs to tol or the cap):
+#: its works are known before any runs, which `run`, `parts` and `cap` need. A user's --set comes after these.
+GRID = ["design=grid", "stop_window=0"]
+
+
 def point(skip, overrides):
-    """(method, params, settings, the point's SeedSequence, its hash) of the sweep's point at `skip`."""
+    """(method, params, settings, the point's SeedSequence, its hash) of the sweep's grid point at `skip`
+    (`GRID`)."""
     from seqphase.core.models import point_stream
     from seqphase.sweeps.planner import plan_sweep
     from seqphase.sweeps.spec import load_sweep
 
-    plan = plan_sweep(load_sweep(SWEEP, [f"skip={skip:g}"] + list(overrides)))
+    plan = plan_sweep(load_sweep(SWEEP, [f"skip={skip:g}"] + GRID + list(overrides)))
     (pt,) = plan.points
     params, settings = plan.point_inputs(pt)
     return plan.model.method("onset"), params, settings, point_stream(plan.sweep.seed, pt.seed_key), pt.hash

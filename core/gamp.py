@@ -100,21 +100,24 @@ class GampRun:
     diverged: bool
     w: np.ndarray
     C: np.ndarray
+    stopped: bool = False  # ended by the caller's `stop` test (neither converged nor at max_iter)
 
 
 def _finite(*arrays):
     return all(np.all(np.isfinite(a)) for a in arrays)
 
 
-def iterate(steps, *, max_iter, damping=0.0, tol=1e-8):
-    """Run GAMP with the family's `steps` (see the module docstring for one iteration)."""
+def iterate(steps, *, max_iter, damping=0.0, tol=1e-8, stop=None):
+    """Run GAMP with the family's `steps` (see the module docstring for one iteration). `stop(records)`,
+    if given, is asked after each iteration whether the run's outcome is decided (e.g. the onset's
+    stopping rule, core/onset.py); True ends the run there, flagged `stopped`."""
     if not 0.0 <= damping < 1.0:
         raise ValueError(f"damping (weight of the old iterate) must be in [0, 1), got {damping}")
     w, C, g = steps.initial()
     C_und = C  # Jacobian of the undamped denoiser (enters the damped Onsager term)
     react = np.zeros_like(g)
     records = [steps.record(w)]
-    converged = diverged = False
+    converged = diverged = stopped = False
     it = 0
     for it in range(1, max_iter + 1):
         V = steps.cavity(C)
@@ -150,7 +153,10 @@ def iterate(steps, *, max_iter, damping=0.0, tol=1e-8):
         if delta < tol:
             converged = True
             break
-    return GampRun(records, max(it, 0), converged, diverged, w, C)
+        if stop is not None and it < max_iter and stop(records):
+            stopped = True
+            break
+    return GampRun(records, max(it, 0), converged, diverged, w, C, stopped)
 
 
 def sample_instance(alpha, d, rng, *, teacher, labels, tokens=None, normalise=True):

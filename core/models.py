@@ -215,6 +215,10 @@ class Method:
         threshold search).
     excludes : tuple, optional
         Model parameters the method does not take (a threshold search computes ``alpha``).
+    later_settings : tuple, optional
+        Settings added after the method's sweeps were stored, whose defaults compute what the method computed
+        without them: a sweep's identity (and so every point hash) leaves them out while they are at their
+        defaults, so the stored points stay valid; set to another value they enter it.
 
     Notes
     -----
@@ -235,7 +239,17 @@ class Method:
     doc: str
     axes: dict = field(default_factory=dict)  # grid dim -> setting of kind "choices" that spans it
     excludes: tuple = ()  # model params the method does not take (a threshold method computes alpha)
+    later_settings: tuple = ()  # settings out of a sweep's identity at their defaults (they reproduce the old points)
     name: str = ""  # set by the Model from its methods table
+
+    def identity_settings(self, settings):
+        """The settings that identify a sweep of this method: all but the `later_settings` at their defaults."""
+        def default(k):
+            value = self.settings[k].default
+            return list(value) if isinstance(value, tuple) else value  # as check_settings fills it in
+
+        return {k: v for k, v in settings.items()
+                if not (k in self.later_settings and k in self.settings and v == default(k))}
 
     def check(self, params, settings):
         """Validate a point against the method's settings before anything runs (e.g. a dimension d too

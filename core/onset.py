@@ -6,7 +6,8 @@ yields (`observables`), which transition each one signals (`transitions`: name -
 one instance runs (`run_instance`). Everything else is written once here: the works (one per size d,
 alpha of the transition's window and seed), the rule, the extrapolation and the stored layout.
 
-The rule (onset method version 2 of every family; smi's version 3 changed its channel, not the rule), per
+The rule (onset method version 2 of every family; smi's version 3 changed its channel, not the rule, its
+version 4 the design and the stopping rule below), per
 transition and size d, on the final overlap of `n_seeds` independent instances at each alpha of a uniform
 window [lo, hi]:
 
@@ -34,6 +35,32 @@ changes there, so the quadratic's zero moved by more than its bootstrap error, o
 A window that does not bracket the crossing at some d (the mean already above the level at lo, or still
 below at hi, or in more than 10% of the resamples) makes the point fail with that reason
 (`OnsetWindowError`), so a user widens the window; nothing is extrapolated from a half-seen onset.
+
+Two designs run the rule (setting `design`, where a family's settings hold `design_settings`; smi's onset
+version 4 does, and runs the sequential one by default; glm's and multiindex's run the grid unless a spec
+sets design = sequential, without the stopping rule):
+
+- grid: every alpha of each window at every size, `n_seeds` seeds each.
+- sequential: sizes in ascending order; each starts from the two adjacent window alphas around the onset
+  the smaller sizes predict (none yet: the window's middle pair; one: its onset; more: the straight line in
+  d^-nu through them), and its window grows by one alpha at its low end while the mean there is above the
+  level in more than `margin` of the seed resamples, at its high end while a resample of the next alpha's
+  seeds could still fall below the level (probability > `margin` under the end's seed noise taken three
+  times: the least favourable non-decreasing mean; `end_doubts`), and at both ends (where the
+  grid has alphas) while the rule's own bootstrap still refuses it (the crossing leaves the window in > 10%
+  of the resamples). Then, while the extrapolation's s.e. exceeds the transition's target `<t>_se`,
+  `seed_batch` more seeds run at every alpha of the size where they shrink the intercept's variance most
+  per cost (alpha x d x seeds; `cheapest_gain`), up to `max_seeds`. An instance is the grid's instance of
+  the same (size, alpha step, seed), on the same stream, so where the grid's means beyond a size's window
+  lie on their side of the level its onset at that size is the grid's, bit for bit; the bootstrap draws
+  differ. Each step is a round of works (`Method.tasks`), both transitions side by side.
+
+The stopping rule (`stop_test`, settings stop_window and stop_fraction): an instance stops before the
+iteration cap once the overlap its transition reads has stayed below stop_fraction x level / sqrt(d) for
+stop_window iterations and its fastest recent growth, continued to the cap, stays below that bound
+(`settled_low`): the run's final overlap at the cap would be below the level, within that bound of the
+stopped value. Replayed on the runs logged past the cap (benchmarks/onset_stopping.py) the defaults (20
+iterations, 1e-3) stop no instance that rises later and leave the onset at d = 2000 unchanged.
 """
 
 from __future__ import annotations
@@ -122,6 +149,49 @@ def onsets_by_size(alphas, overlaps, sizes, *, level, rng):
     return np.array([v for v, _ in pairs], dtype=float), np.array([e for _, e in pairs], dtype=float)
 
 
+# -- the stopping rule: an instance whose fate is decided stops before the iteration cap ----------------
+#: Below this fraction of the stopping bound an overlap counts as that floor: an estimate that has lost the
+#: signal sits at the machine-precision zero of its layer (|M11| ~ 1e-14 below alpha_1 in smi), where the
+#: ratio of two values is noise, not growth. Hiding a growth from under the floor lets through a rise of
+#: at most 1 / STOP_FLOOR = 10^4 in the remaining iterations (at least 1.09 per iteration over 100 of them)
+#: before the bound is reached, faster than any rise logged next to an onset.
+STOP_FLOOR = 1e-4
+
+
+def settled_low(recent, *, bound, remaining):
+    """Whether an overlap trajectory has settled below `bound` for good, judged on `recent`, its |overlap| at
+    the last w + 1 iterations (the current one last) with `remaining` iterations to the cap: all of them below
+    the bound, and the fastest growth into the current value, (current / value k iterations before)^(1/k)
+    over k = 1..w, continued geometrically over the remaining iterations, keeps it below the bound. The
+    fastest rate, not the window's average: an overlap that decays from the start's O(1/sqrt(d)) and then
+    turns up (a late escape from the uninformative point) has grown over its last iterations although the
+    window's first value is the larger. Values under STOP_FLOOR * bound count as that floor."""
+    recent = np.asarray(recent, dtype=float)
+    if len(recent) < 2 or not np.all(np.isfinite(recent)) or recent.max() >= bound:
+        return False
+    logs = np.log(np.maximum(recent, STOP_FLOOR * bound))
+    lags = np.arange(len(logs) - 1, 0, -1)  # recent[i] lies lags[i] iterations before the current one
+    log_rate = max(0.0, float(np.max((logs[-1] - logs[:-1]) / lags)))
+    return bool(logs[-1] + log_rate * max(remaining, 0) < math.log(bound))
+
+
+def stop_test(layer, d, *, level, fraction, cap, window):
+    """The stopping rule of one instance as a test on GAMP's records (`core/gamp.py`, `iterate(stop=...)`;
+    each record's first entry is the overlap matrix M): True once |M_layer,layer| over the last `window`
+    iterations has `settled_low` under fraction * level / sqrt(d), the iteration cap being `cap`. None when
+    `window` is 0 (no early stop)."""
+    if window <= 0:
+        return None
+    bound = fraction * level / math.sqrt(d)
+
+    def decided(records):
+        t = len(records) - 1
+        return t >= window and settled_low([abs(r[0][layer, layer]) for r in records[t - window:]], bound=bound,
+                                           remaining=cap - t)
+
+    return decided
+
+
 CORRECTIONS = {"d^-1/3": 1.0 / 3.0, "d^-1/2": 0.5, "d^-1": 1.0}
 
 
@@ -152,6 +222,86 @@ def parse_instance_key(key):
     return transition, int(d[1:]), int(step[1:]), int(seed[1:])
 
 
+# -- the sequential design -------------------------------------------------------------------------
+def predicted_onset(sizes, onsets, d, correction):
+    """Where the onset at size d is expected from the onsets at the smaller `sizes`: none yet -> None; one ->
+    that onset; more -> the straight line in d^-nu through them (unweighted), at d."""
+    if len(sizes) == 0:
+        return None
+    if len(sizes) == 1:
+        return float(onsets[0])
+    x = np.asarray(sizes, dtype=float) ** -CORRECTIONS[correction]
+    slope, intercept = np.polyfit(x, np.asarray(onsets, dtype=float), 1)
+    return float(intercept + slope * d ** -CORRECTIONS[correction])
+
+
+def first_pair(alphas, guess):
+    """The first of the two adjacent window steps a size starts from: those around `guess` (None: the
+    window's middle pair)."""
+    n = len(alphas)
+    if guess is None:
+        return (n - 2) // 2
+    return int(np.clip(np.searchsorted(alphas, guess, side="right") - 1, 0, n - 2))
+
+
+def end_doubts(overlaps, d, *, level, margin, beyond=True, n_boot=N_BOOT):
+    """(low, high): whether a window's ends still doubt that the rule's crossing lies inside it, from `overlaps`
+    (its alphas x seeds), with floor = level / sqrt(d):
+
+    - low: the mean at its lowest alpha is at or above the floor in more than `margin` of the seed resamples
+      (the rule's bootstrap needs the window to start below the floor; alphas below it cannot move the LAST
+      crossing, so the low end's own mean is all that matters there);
+    - high: a resample of the seeds (the rule's bootstrap) would find the mean of the next alpha beyond the
+      window below the floor with probability more than `margin`. The rule takes the last upward crossing,
+      so the window may only end where no alpha beyond it would move the rule's output, its crossing or the
+      bootstrap's spread of crossings, to it. The mean is non-decreasing in alpha in expectation (more
+      samples, no less overlap), so the next alpha's expectation is at least the end's, and the next alpha is
+      the likeliest of those beyond to dip. Its resampled mean is then at least the end's expectation (known
+      to the end's seed noise) plus the next alpha's own seed noise plus the resampling's: the end's
+      resampled mean plus two independent resamples' deviations from the end's mean, three times the end's
+      variance around it, the least favourable law that non-decreasing means allow. With margin 5% an end
+      whose mean lies less than ~2.85 s.e. above the floor is not settled. Where the grid has no alpha
+      beyond the window (`beyond` False) nothing there can move the crossing, and the end's own resampled
+      mean below the floor is the doubt, as the low end's above it.
+
+    The seeds are resampled by a generator of fixed seed, so a design's decisions are a function of its
+    instances alone."""
+    overlaps = np.asarray(overlaps, dtype=float)
+    floor = level / math.sqrt(d)
+    rng = np.random.default_rng(0)
+
+    def resampled(row):
+        return row[rng.integers(0, row.size, size=(n_boot, row.size))].mean(axis=1)
+
+    low, high = (row[~diverged(row)] for row in (overlaps[0], overlaps[-1]))
+    low_doubt = low.size == 0 or float(np.mean(resampled(low) >= floor)) > margin
+    if high.size == 0:
+        return low_doubt, True
+    following = resampled(high)
+    if beyond:
+        following = following + (resampled(high) - high.mean()) + (resampled(high) - high.mean())
+    return low_doubt, float(np.mean(following < floor)) > margin
+
+
+def cheapest_gain(sizes, ses, seeds, batch, costs, correction):
+    """The size (an index into `sizes`, one of `costs`' keys) where `batch` more seeds shrink the variance of
+    the extrapolated intercept most per unit of cost: each size's s.e. is taken to fall like 1/sqrt(seeds)."""
+    x = np.asarray(sizes, dtype=float) ** -CORRECTIONS[correction]
+    X = np.stack([np.ones_like(x), x], axis=1)
+    ses = np.maximum(np.asarray(ses, dtype=float), 1e-12)
+
+    def variance(s):
+        return float(np.linalg.inv(X.T @ (X / s[:, None] ** 2))[0, 0])
+
+    now = variance(ses)
+    gains = {}
+    for si, cost in costs.items():
+        s = ses.copy()
+        s[si] *= math.sqrt(seeds[si] / (seeds[si] + batch))
+        gains[si] = (now - variance(s)) / cost
+    return max(gains, key=gains.get)
+
+
 # -- the method ------------------------------------------------------------------------------------
 ONSET_SETTINGS = {
     "sizes": Param("sizes", "ints", "the dimensions d of the instances (at least two)", [250, 500, 1000],
@@ -162,6 +312,40 @@ ONSET_SETTINGS = {
     "correction": Param("correction", "choice", "finite-size shift of the onset, extrapolated away d -> infinity",
                         "d^-1/3", choices=tuple(CORRECTIONS)),
 }
+
+
+DESIGNS = ("grid", "sequential")
+
+
+def design_settings(targets, default="sequential", stopping=True, stop_window=20, stop_fraction=1e-3):
+    """The settings of the sequential design (`OnsetMethod._sequential_tasks`) and, with `stopping`, of the
+    stopping rule (`stop_test`): `targets` {transition: s.e. at which the design stops adding seeds},
+    `default` the design a point runs unless a spec sets one. Only a family whose `run_instance` takes the
+    stopping rule (`watch`) asks for it; without these settings a method runs the grid design, unstopped."""
+    out = {
+        "design": Param("design", "choice", "grid: every alpha of each window at every size and n_seeds seeds; "
+                        "sequential: each size's alphas placed from the smaller sizes' onsets, seeds added "
+                        "where they shrink the extrapolation's s.e. most per cost (core/onset.py)", default,
+                        choices=DESIGNS),
+        "max_seeds": Param("max_seeds", "int", "sequential: seeds per alpha at most (n_seeds to start)", 48,
+                           low=2, high=4096, low_inclusive=True),
+        "seed_batch": Param("seed_batch", "int", "sequential: seeds added at a time to one size", 8, low=1,
+                            high=4096, low_inclusive=True),
+        "margin": Param("margin", "float", "sequential: a window end is extended while the mean there (low end), "
+                        "or a resample of the next alpha's mean (high end), is on the wrong side of the level "
+                        "with more than this probability under the seeds' resampling", 0.05, low=0.0, high=0.1,
+                        low_inclusive=False),
+    }
+    if stopping:
+        out["stop_window"] = Param("stop_window", "int", "stopping rule: iterations the watched overlap must sit "
+                                   "at zero (0: no early stop)", stop_window, low=0, high=10_000, low_inclusive=True)
+        out["stop_fraction"] = Param("stop_fraction", "float", "stopping rule: 'zero' is below this fraction of "
+                                     "the level / sqrt(d), with no growth that reaches it by the cap", stop_fraction,
+                                     low=0.0, high=1.0)
+    for t, target in targets.items():
+        out[f"{t}_se"] = Param(f"{t}_se", "float", f"sequential: add seeds until the s.e. of {t}_gamp is at "
+                               "most this (0: never add)", target, low=0.0, low_inclusive=True)
+    return out
 
 
 def window_settings(transition, lo, hi, n):
@@ -206,9 +390,17 @@ class OnsetMethod(Method):
                     raise ParameterError(f"method.{t}_lo", f"alpha d = {settings[f'{t}_lo'] * d:g} < 1 at d = {d}: "
                                          "no sample", f"raise {t}_lo or the smallest size")
 
+    def sequential(self, settings):
+        """Whether the point runs the sequential design (its `design` setting; a family whose settings lack
+        `design_settings` runs the grid)."""
+        return settings.get("design", "grid") == "sequential"
+
     def layout(self, settings):
-        dims = {"size": np.asarray(settings["sizes"]), "seed": np.arange(settings["n_seeds"])}
+        sequential = self.sequential(settings)
+        n_seed = max(settings["n_seeds"], settings["max_seeds"]) if sequential else settings["n_seeds"]
+        dims = {"size": np.asarray(settings["sizes"]), "seed": np.arange(n_seed)}
         out = {}
+        unrun = " (NaN: not run by the sequential design)" if sequential else ""
         for t in self.transitions:
             step, per = f"{t}_step", ("size", f"{t}_step", "seed")
             dims[step] = np.arange(settings[f"{t}_n"])
@@ -222,9 +414,17 @@ class OnsetMethod(Method):
                                             f"GAMP diverged (final overlap > {DIVERGED:g} or not finite)")
             out[f"{t}_alpha"] = Variable((step,), "f8", f"the alphas of the {t} window")
             for obs in self.observables:
-                out[f"{t}_{obs}"] = Variable(per, "f8", f"final {obs} of each instance in the {t} window")
-            out[f"{t}_n_iter"] = Variable(per, "i4", "GAMP iterations run")
-            out[f"{t}_converged"] = Variable(per, "i1", "1 if GAMP met its tolerance")
+                out[f"{t}_{obs}"] = Variable(per, "f8", f"final {obs} of each instance in the {t} window{unrun}")
+            out[f"{t}_n_iter"] = Variable(per, "i4", "GAMP iterations run" + (" (-1: not run)" if sequential else ""))
+            out[f"{t}_converged"] = Variable(per, "i1", "1 if GAMP met its tolerance" +
+                                             (" (-1: not run)" if sequential else ""))
+            if sequential:
+                out[f"{t}_stopped"] = Variable(per, "i1", "1 if the stopping rule ended the run (-1: not run)")
+                out[f"{t}_n_seeds"] = Variable(("size",), "i4", f"seeds run at each alpha of the {t} window at "
+                                               "each size (seeds 0 .. n - 1)")
+                out[f"{t}_step_lo"] = Variable(("size",), "i4", f"first step of the {t} window run at each size")
+                out[f"{t}_step_hi"] = Variable(("size",), "i4", f"last step of the {t} window run at each size")
+                out[f"{t}_rounds"] = Variable((), "i4", f"rounds of works the design of {t} took")
         return Layout(dims, out)
 
     def run_instance(self, params, settings, alpha, d, stream):  # pragma: no cover - abstract
@@ -236,17 +436,28 @@ class OnsetMethod(Method):
         return np.random.SeedSequence(seed_sequence.entropy, pool_size=seed_sequence.pool_size,
                                       spawn_key=tuple(seed_sequence.spawn_key) + (t_index, size_index, step, seed))
 
+    def instance_work(self, params, settings, seed_sequence, t, size_index, step, seed):
+        """The Work of one instance: its key, its stream (`stream`) and, where the family's settings hold the
+        stopping rule, the transition whose overlap that rule watches."""
+        ti = list(self.transitions).index(t)
+        d, alpha = int(settings["sizes"][size_index]), float(self.windows(settings)[t][step])
+        kwargs = {"params": params, "settings": settings, "alpha": alpha, "d": d,
+                  "stream": self.stream(seed_sequence, ti, size_index, step, seed)}
+        if "stop_window" in settings:
+            kwargs["watch"] = self.transitions[t]
+        return Work(instance_key(t, d, step, seed), self.run_instance, kwargs)
+
     def tasks(self, params, settings, seed_sequence):
+        if self.sequential(settings):
+            return (yield from self._sequential_tasks(params, settings, seed_sequence))
         sizes, n = settings["sizes"], settings["n_seeds"]
         windows = self.windows(settings)
         works = []
-        for ti, (t, alphas) in enumerate(windows.items()):
-            for si, d in enumerate(sizes):
-                for j, alpha in enumerate(alphas):
+        for t, alphas in windows.items():
+            for si in range(len(sizes)):
+                for j in range(len(alphas)):
                     for s in range(n):
-                        works.append(Work(instance_key(t, d, j, s), self.run_instance, {
-                            "params": params, "settings": settings, "alpha": float(alpha), "d": int(d),
-                            "stream": self.stream(seed_sequence, ti, si, j, s)}))
+                        works.append(self.instance_work(params, settings, seed_sequence, t, si, j, s))
         results = yield works
         out = {}
         boot_rng = np.random.default_rng(self.stream(seed_sequence, len(windows), 0, 0, 0))
@@ -267,6 +478,145 @@ class OnsetMethod(Method):
                         f"{t}_diverged": diverged(obs).sum(axis=(1, 2)),
                         f"{t}_n_iter": got["n_iter"], f"{t}_converged": got["converged"]})
             out.update({f"{t}_{k}": got[k] for k in self.observables})
+        return out
+
+    # -- the sequential design ----------------------------------------------------------------------
+    def _sequential_tasks(self, params, settings, seed_sequence):
+        """The transitions' sequential designs side by side: each round yields the works every transition
+        asks for next (`_design`), so the workers see both at once."""
+        designs = {t: self._design(t, params, settings, seed_sequence) for t in self.transitions}
+        asked = {t: next(g) for t, g in designs.items()}
+        state = {}
+        while asked:
+            results = yield [w for works in asked.values() for w in works]
+            for t in list(asked):
+                try:
+                    asked[t] = designs[t].send({w.key: results[w.key] for w in asked[t]})
+                except StopIteration as stop:
+                    state[t] = stop.value
+                    del asked[t]
+        out = {}
+        for t, alphas in self.windows(settings).items():
+            out.update(self._sequential_outputs(t, alphas, settings, seed_sequence, state[t]))
+        return out
+
+    def _boot_rng(self, seed_sequence, t):
+        """The bootstrap draws of transition t's per-size s.e. (sequential design): the same whenever the
+        design asks, so the s.e. it stops on is the one stored."""
+        ti = list(self.transitions).index(t)
+        return np.random.default_rng(self.stream(seed_sequence, len(self.transitions), ti, 0, 0))
+
+    def _design(self, t, params, settings, seed_sequence):
+        """Transition t's sequential design, a generator of rounds of works (module docstring, "The sequential
+        design"); returns its state {"results", "span", "seeds", "rounds"}."""
+        alphas = self.windows(settings)[t]
+        sizes, obs = settings["sizes"], self.transitions[t]
+        n0, n_max, batch = settings["n_seeds"], max(settings["n_seeds"], settings["max_seeds"]), settings["seed_batch"]
+        level, margin, target = settings["level"], settings["margin"], settings[f"{t}_se"]
+        results, span, seeds, rounds = {}, {}, {}, 0
+
+        def run(si, steps, seed_range):
+            nonlocal rounds
+            rounds += 1
+            got = yield [self.instance_work(params, settings, seed_sequence, t, si, j, s)
+                         for j in steps for s in seed_range]
+            results.update(got)
+
+        def table(si):
+            lo, hi = span[si]
+            d = sizes[si]
+            return np.array([[results[instance_key(t, d, j, s)][obs] for s in range(seeds[si])]
+                             for j in range(lo, hi + 1)])
+
+        def settle(si):
+            """Extend size si's window until both ends lie on their side of the level (`end_doubts`) and the
+            rule's bootstrap finds the crossing inside it (else both ends grow by one alpha, where the grid
+            has one)."""
+            while True:
+                lo, hi = span[si]
+                low_doubt, high_doubt = end_doubts(table(si), sizes[si], level=level, margin=margin,
+                                                   beyond=hi + 1 < len(alphas))
+                more = ([lo - 1] if low_doubt else []) + ([hi + 1] if high_doubt else [])
+                if not more:
+                    try:
+                        onset_at_size(alphas[lo:hi + 1], table(si), sizes[si], level=level,
+                                      rng=self._boot_rng(seed_sequence, t))
+                        return
+                    except OnsetWindowError:
+                        bad = diverged(table(si))
+                        # ends settled, yet > 10% of the resampled crossings leave: grow where the grid allows
+                        more = [k for k in (lo - 1, hi + 1) if 0 <= k < len(alphas)]
+                        if not more or np.any(2 * bad.sum(axis=1) > bad.shape[1]):
+                            raise  # the whole grid, or an alpha where most runs diverged: no window helps
+                if min(more) < 0 or max(more) >= len(alphas):
+                    side = "lo" if min(more) < 0 else "hi"
+                    raise OnsetWindowError(f"at d = {sizes[si]} the {t} crossing lies at the window's edge (alpha "
+                                           f"= {alphas[0 if side == 'lo' else -1]:g}): "
+                                           f"{'lower' if side == 'lo' else 'raise'} {t}_{side}")
+                span[si] = [min([lo] + more), max([hi] + more)]
+                yield from run(si, more, range(seeds[si]))
+
+        def onsets(upto):
+            rng = self._boot_rng(seed_sequence, t)
+            pairs = [onset_at_size(alphas[span[si][0]:span[si][1] + 1], table(si), sizes[si], level=level, rng=rng)
+                     for si in range(upto)]
+            return np.array([v for v, _ in pairs]), np.array([e for _, e in pairs])
+
+        for si, d in enumerate(sizes):
+            guess = predicted_onset(sizes[:si], onsets(si)[0] if si else [], d, settings["correction"])
+            j = first_pair(alphas, guess)
+            span[si], seeds[si] = [j, j + 1], n0
+            yield from run(si, [j, j + 1], range(n0))
+            yield from settle(si)
+        while True:
+            values, ses = onsets(len(sizes))
+            _, se, _ = extrapolate(sizes, values, ses, settings["correction"])
+            costs = {si: batch * sizes[si] * alphas[span[si][0]:span[si][1] + 1].sum()
+                     for si in range(len(sizes)) if seeds[si] + batch <= n_max}
+            if target <= 0 or se <= target or not costs:
+                break
+            si = cheapest_gain(sizes, ses, [seeds[i] for i in range(len(sizes))], batch, costs,
+                               settings["correction"])
+            lo, hi = span[si]
+            yield from run(si, range(lo, hi + 1), range(seeds[si], seeds[si] + batch))
+            seeds[si] += batch
+            yield from settle(si)
+        return {"results": results, "span": span, "seeds": seeds, "rounds": rounds}
+
+    def _sequential_outputs(self, t, alphas, settings, seed_sequence, state):
+        """The stored outputs of transition t's sequential design: every run instance in its (size, step, seed)
+        cell, NaN / -1 elsewhere, and the rule on each size's window."""
+        sizes = settings["sizes"]
+        n_seed = max(settings["n_seeds"], settings["max_seeds"])
+        shape = (len(sizes), len(alphas), n_seed)
+        got = {k: np.full(shape, np.nan) for k in self.observables}
+        flags = {k: np.full(shape, -1, dtype=int) for k in ("n_iter", "converged", "stopped")}
+        span, seeds = state["span"], state["seeds"]
+        for key, r in state["results"].items():
+            _, d, j, s = parse_instance_key(key)
+            cell = (list(sizes).index(d), j, s)
+            for k in self.observables:
+                got[k][cell] = r[k]
+            for k in flags:
+                flags[k][cell] = int(r.get(k, 0))
+        rng = self._boot_rng(seed_sequence, t)
+        pairs, bad = [], []
+        for si, d in enumerate(sizes):
+            lo, hi = span[si]
+            obs = got[self.transitions[t]][si, lo:hi + 1, :seeds[si]]
+            pairs.append(onset_at_size(alphas[lo:hi + 1], obs, d, level=settings["level"], rng=rng))
+            bad.append(int(diverged(obs).sum()))
+        onsets, ses = np.array([v for v, _ in pairs]), np.array([e for _, e in pairs])
+        out = {f"{t}_{k}": v for k, v in got.items()}
+        out[f"{t}_gamp"], out[f"{t}_gamp_se"], out[f"{t}_gamp_chi2"] = extrapolate(sizes, onsets, ses,
+                                                                                   settings["correction"])
+        out.update({f"{t}_gamp_d": onsets, f"{t}_gamp_d_se": ses, f"{t}_alpha": alphas,
+                    f"{t}_diverged": np.array(bad), f"{t}_n_iter": flags["n_iter"],
+                    f"{t}_converged": flags["converged"], f"{t}_stopped": flags["stopped"],
+                    f"{t}_n_seeds": np.array([seeds[si] for si in range(len(sizes))]),
+                    f"{t}_step_lo": np.array([span[si][0] for si in range(len(sizes))]),
+                    f"{t}_step_hi": np.array([span[si][1] for si in range(len(sizes))]),
+                    f"{t}_rounds": state["rounds"]})
         return out
 
     def figure(self, plt, ds, companions):

@@ -64,12 +64,14 @@ def sha256(text):
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def sweep_identity(sweep):
+def sweep_identity(sweep, method=None):
     """What must agree for two runs to share one store group (the grid itself may grow: a setting axis's
-    values are grid values, so only its name is part of the identity)."""
+    values are grid values, so only its name is part of the identity). `method` (the sweep's `Method`) leaves
+    its `later_settings` out while they are at their defaults."""
+    settings = sweep.settings if method is None else method.identity_settings(sweep.settings)
     if not sweep.setting_axes:  # (the identity, and so every point hash, of sweeps without setting axes)
-        return {"model": sweep.model, "method": sweep.method, "settings": sweep.settings, "seed": sweep.seed}
-    settings = {k: v for k, v in sweep.settings.items() if k not in sweep.setting_axes}
+        return {"model": sweep.model, "method": sweep.method, "settings": settings, "seed": sweep.seed}
+    settings = {k: v for k, v in settings.items() if k not in sweep.setting_axes}
     return {"model": sweep.model, "method": sweep.method, "settings": settings, "seed": sweep.seed,
             "setting_axes": sorted(sweep.setting_axes)}
 
@@ -98,7 +100,7 @@ def plan_sweep(sweep):
     coords.update(model.method_axes(sweep.method, sweep.settings))
     dims = list(coords)
     check_count(grid_size(len(coords[d]) for d in dims), "params")  # before a point is made
-    identity = sweep_identity(sweep)
+    identity = sweep_identity(sweep, model.method(sweep.method))
     points = [make_point(model, identity, dims, values)
               for values in itertools.product(*(coords[d] for d in dims))]
     layout = model.layout(sweep.method, sweep.settings)

@@ -242,7 +242,7 @@ def test_benchmark_instances_are_handed_to_the_sweep_as_the_points_own_works(tmp
     script.run(1.0, "alpha1", [20, 30], 1, tiny)
     store = tmp_path / "s.zarr"
     assert script.parts(1.0, str(store), tiny) == 0
-    (point,) = plan_sweep(load_sweep("smi-thresholds-gamp", ["skip=1"] + tiny)).points
+    (point,) = plan_sweep(load_sweep("smi-thresholds-gamp", ["skip=1"] + script.GRID + tiny)).points
     method, params, settings, stream, _ = script.point(1.0, tiny)
     works = {w.key: w for w in next(method.tasks(params, settings, stream))}
     kept = Parts(store, "smi-thresholds-gamp").load(point.hash)

@@ -54,8 +54,11 @@ _GAMP_SETTINGS = {
     "tol": Param("tol", "float", "stop when the estimate moves less than tol (rms)", 1e-8, low=0.0, high=1e-1),
 }
 
+# the sequential design of core/onset.py, on request: the grid stays the default (the stored points'), and
+# seeds are added only where a spec sets alpha_se (no stopping rule: run_instance runs to tol or the cap)
+_DESIGN = onset.design_settings({"alpha": 0.0}, default="grid", stopping=False)
 _ONSET_SETTINGS = {**onset.ONSET_SETTINGS, **onset.window_settings("alpha", 0.3, 1.0, 15),
-                   **{k: v for k, v in _GAMP_SETTINGS.items() if k not in ("d", "n_seeds")}}
+                   **{k: v for k, v in _GAMP_SETTINGS.items() if k not in ("d", "n_seeds")}, **_DESIGN}
 
 _THRESHOLD_SETTINGS = {
     "transitions": Param("transitions", "choices", "which transitions to locate (a grid dim)", ["weak"],
@@ -318,7 +321,7 @@ class GLMModel(Model):
                                        axes={"transition": "transitions"}, excludes=("alpha",)),
                 "onset": Onset(_ONSET_SETTINGS, version=2, doc="weak-recovery onset by GAMP at several sizes d, "
                                "extrapolated d -> infinity (v2: diverged GAMP runs left out of the rule)",
-                               excludes=("alpha",)),
+                               excludes=("alpha",), later_settings=tuple(_DESIGN)),
             },
         )
 

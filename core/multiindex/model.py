@@ -65,10 +65,13 @@ _GAMP = {
                       "analytic total precision once 1 - V >= 0.9", "auto",
                       choices=("auto", "nishimori", "analytic")),
 }
+# the sequential design of core/onset.py, on request: the grid stays the default (the stored points'), and
+# seeds are added only where a spec sets alpha_se (no stopping rule: run_instance runs to tol or the cap)
+_DESIGN = onset.design_settings({"alpha": 0.0}, default="grid", stopping=False)
 _ONSET = {**onset.ONSET_SETTINGS, **onset.window_settings("alpha", 0.3, 1.2, 10),
           **{k: v for k, v in _GAMP.items() if k not in ("d", "n_seeds")},
           "max_iter": Param("max_iter", "int", "GAMP iterations at most (stops earlier at tol)", 200, low=1,
-                            high=10_000, low_inclusive=True)}
+                            high=10_000, low_inclusive=True), **_DESIGN}
 
 _THR = {
     "max_stages": Param("max_stages", "int", "length of the stage dim (NaN-padded)", 3, low=1, high=10,
@@ -297,7 +300,7 @@ class MultiIndexModel(Model):
                                        excludes=("alpha",)),
                 "onset": Onset(_ONSET, version=2, doc="weak-learnability onset by GAMP at several sizes d, "
                                "extrapolated d -> infinity (v2: diverged GAMP runs left out of the rule)",
-                               excludes=("alpha",)),
+                               excludes=("alpha",), later_settings=tuple(_DESIGN)),
             },
         )
 

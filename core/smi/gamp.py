@@ -112,6 +112,7 @@ class GampTrace:
     diverged: bool
     n_clipped: int  # iterations in which A had a negative eigenvalue (set to 0)
     C_hat: np.ndarray  # the last C_hat (p, p)
+    stopped: bool = False  # ended by the caller's `stop` test (`run_gamp`)
 
 
 def _psd_part(A):
@@ -202,8 +203,10 @@ class AttentionSteps(gamp.GampSteps):
 
 
 def run_gamp(channel, X, u, W_star, *, max_iter=50, damping=0.2, tol=1e-6, side_info=0.0, rng=None,
-             init="random", n_gen=1000, eps=1e-3, variance="analytic", reaction="consistent", W0=None):
+             init="random", n_gen=1000, eps=1e-3, variance="analytic", reaction="consistent", W0=None, stop=None):
     """Run GAMP on one instance; `rng` draws the test set, the initialisation and the side information.
+    `stop(records)` (records: (M, Q, test error) per iteration) ends the run early once it returns True
+    (`core/gamp.py`, `iterate`).
 
     Stops after max_iter iterations or when the rms change of W_hat per entry is below tol. `W0` replaces
     the drawn start (e.g. an informed one). `variance = "nishimori"` (A = (1/d) sum g g^T) and `reaction`
@@ -221,10 +224,10 @@ def run_gamp(channel, X, u, W_star, *, max_iter=50, damping=0.2, tol=1e-6, side_
     rng = rng if rng is not None else np.random.default_rng(0)
     steps = AttentionSteps(channel, X, u, W_star, rng, side_info=side_info, init=init, n_gen=n_gen, eps=eps,
                            variance=variance, reaction=reaction, W0=W0)
-    run = gamp.iterate(steps, max_iter=max_iter, damping=damping, tol=tol)
+    run = gamp.iterate(steps, max_iter=max_iter, damping=damping, tol=tol, stop=stop)
     C_hat = run.C
     if run.diverged and not steps.channel_failed:
         # a non-finite estimate: C_hat had already taken its damped step in that iteration
         C_hat = (1 - damping) * steps.C_new + damping * run.C
     M, Q, e = (np.array(x) for x in zip(*run.records))
-    return GampTrace(M, Q, e, run.n_iter, run.converged, run.diverged, steps.n_clipped, C_hat)
+    return GampTrace(M, Q, e, run.n_iter, run.converged, run.diverged, steps.n_clipped, C_hat, run.stopped)

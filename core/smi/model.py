@@ -108,7 +108,9 @@ _GAMP = {
 _ONSET = {**onset.ONSET_SETTINGS, **onset.window_settings("alpha2", 0.1, 0.5, 9),
           **onset.window_settings("alpha1", 0.5, 1.1, 7),
           **{k: v for k, v in _GAMP.items() if k not in ("d", "n_seeds", "n_gen")},
-          "max_iter": _i("max_iter", "GAMP iterations at most (stops earlier at tol)", 150, 1, 10_000)}
+          "max_iter": _i("max_iter", "GAMP iterations at most (stops earlier at tol)", 150, 1, 10_000),
+          # the precision of the 16-seed grid design at c = 0.1 (docs/validation/smi.md, Thresholds by GAMP)
+          **onset.design_settings({"alpha2": 0.019, "alpha1": 0.024})}
 _SGD = {
     "alpha": _f("alpha", "sample complexity n/d of the training set (paper: 15)", 15.0, 0.0),
     "d": _i("d", "input dimension", 500, 4),
@@ -185,16 +187,17 @@ class SE(Method):
         return figures.plot_se(plt, ds, companions)
 
 
-def gamp_instance(params, settings, alpha, d, stream, n_gen, resolution=None):
+def gamp_instance(params, settings, alpha, d, stream, n_gen, resolution=None, stop=None):
     """GAMP on one instance drawn from `stream` (the gamp and onset methods' instance): (trace, teacher W*).
     The stream draws the instance, then the run's n_gen test sequences, initialisation and side information.
-    `resolution` replaces the channel's default grid settings (a check of the posterior's numerics only)."""
+    `resolution` replaces the channel's default grid settings (a check of the posterior's numerics only);
+    `stop` is the onset's stopping rule (`core/gamp.py`, `iterate(stop=...)`), None for a run to tol or cap."""
     s = settings
     ch = _channel(params, resolution)
     rng = np.random.default_rng(stream)
     X, W, _, u = sgamp.sample_instance(ch, alpha, d, rng, noise=s["noise"])
     tr = sgamp.run_gamp(ch, X, u, W, max_iter=s["max_iter"], damping=s["damping"], tol=s["tol"],
-                        side_info=s["side_info"], rng=rng, init=s["init"], n_gen=n_gen, eps=s["eps"])
+                        side_info=s["side_info"], rng=rng, init=s["init"], n_gen=n_gen, eps=s["eps"], stop=stop)
     return tr, W
 
 
@@ -355,19 +358,26 @@ class Onset(onset.OnsetMethod):
     observables = ("overlap_1", "overlap_2")
     transitions = {"alpha2": "overlap_2", "alpha1": "overlap_1"}
 
-    def trace(self, params, settings, alpha, d, stream, resolution=None):
+    def trace(self, params, settings, alpha, d, stream, resolution=None, watch=None):
         """GAMP's whole trace on one instance (overlaps per iteration): what `run_instance` reads its final
         overlaps off, and what a rerun to another cap continues (benchmarks/smi_onset.py cap; its
-        `--tol-strip` passes a `resolution` other than the channel's default, the sweep never does)."""
+        `--tol-strip` passes a `resolution` other than the channel's default, the sweep never does).
+        `watch` (an observable, "overlap_1" or "overlap_2"): the stopping rule (core/onset.py, `stop_test`)
+        watches that layer's |M_ll| when the settings' stop_window is > 0; None: no early stop."""
+        stop = None
+        if watch is not None and settings.get("stop_window", 0) > 0:
+            stop = onset.stop_test(int(watch[-1]) - 1, d, level=settings["level"],
+                                   fraction=settings["stop_fraction"], cap=settings["max_iter"],
+                                   window=settings["stop_window"])
         tr, _ = gamp_instance(params, settings, alpha, d, stream, n_gen=10,  # the plug-in error is not used
-                              resolution=resolution)
+                              resolution=resolution, stop=stop)
         return tr
 
-    def run_instance(self, params, settings, alpha, d, stream):
-        tr = self.trace(params, settings, alpha, d, stream)
+    def run_instance(self, params, settings, alpha, d, stream, watch=None):
+        tr = self.trace(params, settings, alpha, d, stream, watch=watch)
         m = np.abs(np.diag(tr.overlap[-1]))
         return {"overlap_1": float(m[0]), "overlap_2": float(m[1]), "n_iter": tr.n_iter,
-                "converged": int(bool(tr.converged))}
+                "converged": int(bool(tr.converged)), "stopped": int(bool(tr.stopped))}
 
 
 class SMIModel(Model):
@@ -402,9 +412,10 @@ class SMIModel(Model):
                                        "small-skip grid accepted by a local error estimate, strip box end "
                                        "fixed; v8: small-skip grid refined per axis)",
                                        excludes=("alpha",)),
-                "onset": Onset(_ONSET, version=3, doc="alpha_2 and alpha_1 by GAMP at several sizes d, "
+                "onset": Onset(_ONSET, version=4, doc="alpha_2 and alpha_1 by GAMP at several sizes d, "
                                "extrapolated d -> infinity (v2: diverged GAMP runs left out of the rule; v3: "
-                               "small-skip grid refined per axis)",
+                               "small-skip grid refined per axis; v4: the sequential design and the stopping "
+                               "rule of core/onset.py)",
                                excludes=("alpha",)),
                 # alpha is a setting of sgd (not a grid dim): the log length depends on it
                 "sgd": SGD(_SGD, version=1, doc="layer-wise SGD experiment", excludes=("alpha",)),
