@@ -384,12 +384,13 @@ class SMIModel(Model):
                 "depth": Param("depth", "choice", "number of attention layers (3: se only)", 2, choices=(2, 3)),
             },
             methods={
-                "se": SE(_SE, version=7, doc="Bayes-optimal SE, plug-in and Bayes errors (v3: coarse-to-fine "
+                "se": SE(_SE, version=8, doc="Bayes-optimal SE, plug-in and Bayes errors (v3: coarse-to-fine "
                                              "transient; v4: small-skip posterior, channels.py; v5: small-skip "
                                              "grid accepted by a local error estimate, strip box end fixed, z2 "
                                              "chart for V22 < 1e-3 (posterior_z2.py: eps < 1e-3 only); v6: "
                                              "small-skip grid refined per axis; v7: Anderson extrapolation and "
-                                             "growth secant, method.anderson)"),
+                                             "growth secant, method.anderson; v8: Bayes error as the per-omega sample variance of 4 "
+                                             "inner draws, T = 2 outputs written out)"),
                 "gamp": GAMP(_GAMP, version=4, doc="GAMP at finite d, damping-consistent Onsager term "
                                                  "(v2: small-skip posterior; v3: small-skip grid accepted by a "
                                                  "local error estimate, strip box end fixed, z2 chart for "

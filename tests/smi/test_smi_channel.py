@@ -263,3 +263,28 @@ def test_strip_map_inverse_hits_its_target():
                 assert abs(_emap(_tmap(e, rho, B), rho, B)[0] - e) < 1e-9, (c, v11, e)
     rho, B = strip_map(1e-4, np.sqrt(0.9257394438186104), 40)
     assert abs(_emap(_tmap(-6.0, rho, B), rho, B)[0] + 6.0) < 1e-9
+
+
+@pytest.mark.parametrize("depth", [2, 3])
+def test_output_diagonal_is_the_link_output(depth):
+    """The written-out T = 2 output of the SE's error estimates against the generic link (rounding only)."""
+    ch = AttentionChannel(depth, 0.7)
+    z = 2.0 * np.random.default_rng(3).standard_normal((500, depth, 2))
+    y = ch.output(z)
+    d = sse.output_diagonal(ch, z)
+    assert np.abs(d - np.stack([y[:, 0, 0], y[:, 1, 1]], axis=-1)).max() < 1e-13
+    assert np.allclose(y[:, 0, 1], 1.0 - d[:, 0]) and np.allclose(y[:, 1, 0], 1.0 - d[:, 1])
+
+
+def test_bayes_error_estimators_agree():
+    """The per-omega sample variance (k = 4) and the reference form ||g(z) - mean of k others||^2 - var / k
+    (k = 16, written here) estimate the same E tr Var(g | omega): within 4 combined s.e. at a learned Q."""
+    ch = AttentionChannel(2, 1.0)
+    Q = np.diag([0.6, 0.99])
+    e, s = sse.gen_error_bayes(ch, Q, 20_000, rng=np.random.default_rng(4))
+    rng = np.random.default_rng(5)
+    omega, z, V = sse._indices(ch, Q, 10_000, rng)
+    inner = omega[:, None] + np.einsum("ab,nkbt->nkat", sse.psd_sqrt(V), rng.standard_normal((10_000, 16, 2, 2)))
+    y_in = ch.output(inner.reshape(-1, 2, 2)).reshape(10_000, 16, 2, 2)
+    ref = np.sum((ch.output(z) - y_in.mean(1)) ** 2, axis=(1, 2)) - y_in.var(1, ddof=1).sum((1, 2)) / 16
+    assert abs(e - ref.mean()) < 4 * np.hypot(s, ref.std() / np.sqrt(ref.size))
