@@ -63,6 +63,8 @@ _SE = {
     "anderson": _i("anderson", "pairs of Anderson's multisecant extrapolation next to a stable fixed point, and "
                    "a secant along a growing layer's overlap (0: off; same fixed point to tol, core/smi/se.py)",
                    3, 0, 10),
+    "newton": Param("newton", "bool", "quasi-Newton steps on the learned entries in the fine stage, from the coarse "
+                    "map's Jacobian (Broyden-updated; same fixed point to tol, core/smi/se.py)", True),
 }
 _THR = {
     "n_k": _i("n_k", "quasi-Monte Carlo points of both routes (rounded up to a power of 2): the stability "
@@ -167,7 +169,7 @@ class SE(Method):
         draws = sse.Draws(ch.p, ch.T, s["n_mc"], np.random.default_rng(k_draws))
         st = sse.smi_se(ch, alpha, draws, Q0=s["q0"] * np.eye(ch.p), side_info=s["side_info"],
                         damping=s["damping"], tol=s["tol"], max_iter=s["max_iter"], eps=s["eps"],
-                        coarse=s["coarse"], anderson=s["anderson"])
+                        coarse=s["coarse"], anderson=s["anderson"], newton=s["newton"])
         hist = np.full((s["max_iter"] + 1, MAX_DEPTH, MAX_DEPTH), np.nan)
         k = min(len(st.history), s["max_iter"] + 1)
         hist[:k] = _pad(st.history[:k])
@@ -389,7 +391,8 @@ class SMIModel(Model):
                                              "grid accepted by a local error estimate, strip box end fixed, z2 "
                                              "chart for V22 < 1e-3 (posterior_z2.py: eps < 1e-3 only); v6: "
                                              "small-skip grid refined per axis; v7: Anderson extrapolation and "
-                                             "growth secant, method.anderson; v8: Bayes error as the per-omega sample variance of 4 "
+                                             "growth secant, method.anderson; v8: quasi-Newton fine stage from the coarse Jacobian, "
+                                             "method.newton; Bayes error as the per-omega sample variance of 4 "
                                              "inner draws, T = 2 outputs written out)"),
                 "gamp": GAMP(_GAMP, version=4, doc="GAMP at finite d, damping-consistent Onsager term "
                                                  "(v2: small-skip posterior; v3: small-skip grid accepted by a "
