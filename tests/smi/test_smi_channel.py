@@ -231,6 +231,35 @@ def test_roughness_per_axis_names_the_axis_to_refine():
     assert _next_sizes(40, 100, 0.1, 0.1, np.array([1.0, 1.0, 0.0]), 1.0, 1e-4, 40, 160, 640) == (40, 40)
 
 
+def test_weigh_zeroes_only_weights_that_cannot_count():
+    """`posterior._weigh` writes 0 for a log-weight more than 708 below the peak instead of its subnormal
+    exp: every weight above the cut is exp exactly, and the effective number of cells and the total weight
+    equal, to the bit, the sums over every cell's exp in the same order (a narrow peak on a wide grid, the
+    second sheet 711 lower: log-weights from 0 down to -2692, 113 of the 3200 in (-746, -708], where exp
+    is subnormal)."""
+    import math
+
+    from seqphase.core.smi.posterior import _weigh
+
+    n = 40
+    i = np.arange(n) - 13.3
+    lw = -(i[:, None] ** 2 + 0.5 * i[None, :] ** 2) * 2.0 - 3.0
+    buf = np.stack([lw, lw - 711.0], -1)
+    top = float(buf.max())
+    x = buf - top
+    assert np.any((x > -746.0) & (x <= -708.0)) and np.any(x < -746.0) and np.any(x > -708.0)
+    s1 = s2 = 0.0
+    for a in range(n):
+        for b in range(n):
+            w0, w1 = math.exp(x[a, b, 0]), math.exp(x[a, b, 1])
+            s1 += w0 + w1
+            s2 += (w0 + w1) ** 2
+    ne, tot = _weigh(buf, n, n, top)
+    assert tot == s1 and ne == s1 * s1 / s2
+    kept = x > -708.0
+    assert np.array_equal(buf[kept], np.exp(x[kept])) and np.all(buf[~kept] == 0.0)
+
+
 @pytest.mark.parametrize("c", [0.01, 1e-4])
 def test_small_skip_posterior_at_gamp_cavities(c):
     """The strip-coordinate grid and its acceptance rule (30 effective cells and the local error estimate
