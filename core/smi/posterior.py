@@ -226,7 +226,7 @@ def _weigh(buf, na, nb, top):
             # below e^-708 (1e-307 of the peak) a weight is 0 here: `_accumulate` and `_mass_box` skip it and
             # it cannot move s1 (>= 1, the peak's) or s2, so every output is the same to the bit; the exp of
             # such an argument (a subnormal or 0) takes libm's slow path: skipping it makes the posterior ~20%
-            # faster where V22 ~ 1e-2 (the SE above alpha_1, docs/benchmarks.md)
+            # faster where V22 ~ 1e-2 (the SE above alpha_1; `python benchmarks/smi_se_speed.py posterior`)
             x0 = buf[i, j, 0] - top
             x1 = buf[i, j, 1] - top
             w0 = 0.0 if x0 <= -708.0 else math.exp(x0)  # (a NaN still goes to exp)
