@@ -3,6 +3,7 @@
     python benchmarks/smi_se_speed.py points OUT.json [--alphas 0.2,0.8] [--set method.n_mc=1024 ...]
     python benchmarks/smi_se_speed.py compare BEFORE.json AFTER.json [--seeds SEEDS.json]
     python benchmarks/smi_se_speed.py sweep [--workers 2] [--set ...]
+    python benchmarks/smi_se_speed.py posterior [--alphas 0.8,1.0,1.3] [--repeat 3]
 
 `points` runs the SE method in this process on the sweep's own points (the same random streams as
 `seqphase run`) and writes, per alpha, the CPU seconds (process time, so that a loaded machine does not
@@ -12,6 +13,8 @@ with their differences; `--seeds` adds the scatter of the fixed point over indep
 the errors' changes are printed in units of their combined standard errors (zplug, zbayes).
 `sweep` times `seqphase run smi-2layer-se --workers W` into a fresh temporary store (the wall time from the
 cluster start to the last point stored, and the CPU seconds summed over the points' `runtime_s`).
+`posterior` records the 2-layer posterior's calls (labels, cavities, V) of the SE at the given alphas, then
+times each call again (CPU seconds, the minimum of `--repeat` runs) and prints the milliseconds per sample.
 """
 
 import argparse
@@ -51,6 +54,42 @@ def points(out_path, alphas, overrides, seed_offset):
     print(f"total CPU {sum(r['cpu_s'] for r in rows):.1f} s over {len(rows)} points")
     with open(out_path, "w") as f:
         json.dump({"overrides": overrides, "seed_offset": seed_offset, "rows": rows}, f, indent=1)
+
+
+def posterior(alphas, repeat):
+    import seqphase.core.smi.channels as channels
+    from seqphase.core.models import run_point
+    from seqphase.sweeps.planner import seed_key
+    from seqphase.sweeps.spec import load_sweep
+
+    kernel = channels.posterior_2layer
+    calls = []
+
+    def recording(*args):
+        calls.append(args)
+        return kernel(*args)
+
+    sweep = load_sweep("smi-2layer-se", [])
+    grid = [float(a) for a in sweep.params["alpha"]]
+    channels.posterior_2layer = recording
+    try:
+        for alpha in alphas:
+            params = {"alpha": min(grid, key=lambda g: abs(g - alpha)), "skip": float(sweep.params["skip"][0]),
+                      "depth": 2}
+            run_point("smi", "se", params, dict(sweep.settings), sweep.seed, seed_key(params))
+    finally:
+        channels.posterior_2layer = kernel
+    cpu = 0.0
+    for args in calls:
+        best = np.inf
+        for _ in range(repeat):
+            started = time.process_time()
+            kernel(*args)
+            best = min(best, time.process_time() - started)
+        cpu += best
+    samples = sum(args[0].shape[0] for args in calls)
+    print(f"{len(calls)} calls, {samples} samples: {1e3 * cpu / samples:.4f} ms per sample (CPU, min of {repeat}), "
+          f"load {os.getloadavg()[0]:.2f}")
 
 
 def _load(path):
@@ -118,10 +157,15 @@ def main(argv=None):
     s = sub.add_parser("sweep")
     s.add_argument("--workers", type=int, default=2)
     s.add_argument("--set", action="append", default=[], dest="overrides")
+    k = sub.add_parser("posterior")
+    k.add_argument("--alphas", default="0.8,1.0,1.3", help="comma-separated alphas (nearest grid points)")
+    k.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
     if args.mode == "points":
         alphas = None if args.alphas is None else [float(a) for a in args.alphas.split(",")]
         points(args.out, alphas, args.overrides, args.seed_offset)
+    elif args.mode == "posterior":
+        posterior([float(a) for a in args.alphas.split(",")], args.repeat)
     elif args.mode == "compare":
         compare(args.before, args.after, args.seeds)
     else:

@@ -63,6 +63,8 @@ _SE = {
     "anderson": _i("anderson", "pairs of Anderson's multisecant extrapolation next to a stable fixed point, and "
                    "a secant along a growing layer's overlap (0: off; same fixed point to tol, core/smi/se.py)",
                    3, 0, 10),
+    "newton": Param("newton", "bool", "quasi-Newton steps on the learned entries in the fine stage, from the coarse "
+                    "map's Jacobian (Broyden-updated; same fixed point to tol, core/smi/se.py)", True),
 }
 _THR = {
     "n_k": _i("n_k", "quasi-Monte Carlo points of both routes (rounded up to a power of 2): the stability "
@@ -169,7 +171,7 @@ class SE(Method):
         draws = sse.Draws(ch.p, ch.T, s["n_mc"], np.random.default_rng(k_draws))
         st = sse.smi_se(ch, alpha, draws, Q0=s["q0"] * np.eye(ch.p), side_info=s["side_info"],
                         damping=s["damping"], tol=s["tol"], max_iter=s["max_iter"], eps=s["eps"],
-                        coarse=s["coarse"], anderson=s["anderson"])
+                        coarse=s["coarse"], anderson=s["anderson"], newton=s["newton"])
         hist = np.full((s["max_iter"] + 1, MAX_DEPTH, MAX_DEPTH), np.nan)
         k = min(len(st.history), s["max_iter"] + 1)
         hist[:k] = _pad(st.history[:k])
@@ -394,12 +396,14 @@ class SMIModel(Model):
                 "depth": Param("depth", "choice", "number of attention layers (3: se only)", 2, choices=(2, 3)),
             },
             methods={
-                "se": SE(_SE, version=7, doc="Bayes-optimal SE, plug-in and Bayes errors (v3: coarse-to-fine "
+                "se": SE(_SE, version=8, doc="Bayes-optimal SE, plug-in and Bayes errors (v3: coarse-to-fine "
                                              "transient; v4: small-skip posterior, channels.py; v5: small-skip "
                                              "grid accepted by a local error estimate, strip box end fixed, z2 "
                                              "chart for V22 < 1e-3 (posterior_z2.py: eps < 1e-3 only); v6: "
                                              "small-skip grid refined per axis; v7: Anderson extrapolation and "
-                                             "growth secant, method.anderson)"),
+                                             "growth secant, method.anderson; v8: quasi-Newton fine stage from the coarse Jacobian, "
+                                             "method.newton; Bayes error as the per-omega sample variance of 4 "
+                                             "inner draws, T = 2 outputs written out)"),
                 "gamp": GAMP(_GAMP, version=4, doc="GAMP at finite d, damping-consistent Onsager term "
                                                  "(v2: small-skip posterior; v3: small-skip grid accepted by a "
                                                  "local error estimate, strip box end fixed, z2 chart for "

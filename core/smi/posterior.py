@@ -223,8 +223,14 @@ def _weigh(buf, na, nb, top):
     s2 = 0.0
     for i in range(na):
         for j in range(nb):
-            w0 = math.exp(buf[i, j, 0] - top)
-            w1 = math.exp(buf[i, j, 1] - top)
+            # below e^-708 (1e-307 of the peak) a weight is 0 here: `_accumulate` and `_mass_box` skip it and
+            # it cannot move s1 (>= 1, the peak's) or s2, so every output is the same to the bit; the exp of
+            # such an argument (a subnormal or 0) takes libm's slow path: skipping it makes the posterior ~20%
+            # faster where V22 ~ 1e-2 (the SE above alpha_1; `python benchmarks/smi_se_speed.py posterior`)
+            x0 = buf[i, j, 0] - top
+            x1 = buf[i, j, 1] - top
+            w0 = 0.0 if x0 <= -708.0 else math.exp(x0)  # (a NaN still goes to exp)
+            w1 = 0.0 if x1 <= -708.0 else math.exp(x1)
             buf[i, j, 0] = w0
             buf[i, j, 1] = w1
             w = w0 + w1

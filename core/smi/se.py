@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.special import expit as _expit
 from scipy.stats import norm as _norm
 from scipy.stats import qmc as _qmc
 
@@ -251,7 +252,7 @@ def _grow_secant(xs, gs, free, growth_tol, max_factor=4.0):
 
 
 def smi_se(channel, alpha, draws, *, Q0=None, side_info=0.0, damping=0.2, tol=1e-5, max_iter=100, eps=1e-3,
-           freeze=None, accelerate=True, q_floor=1e-8, growth_tol=1e-3, coarse=1, anderson=0):
+           freeze=None, accelerate=True, q_floor=1e-8, growth_tol=1e-3, coarse=1, anderson=0, newton=False):
     """Iterate the SE. This loop is not `numerics.fixed_point`: the sampled map needs a stopping rule on
     the estimated distance to the limit with a growth guard (`_settled`, not the last change), a floor
     on the free diagonal entries, frozen layers, Aitken / growth jumps that insert iterates into the
@@ -286,13 +287,22 @@ def smi_se(channel, alpha, draws, *, Q0=None, side_info=0.0, damping=0.2, tol=1e
     tol), else the secant of a growing layer's growth rate (`_grow_secant`); the plain rule and the
     every-4th-iteration jumps apply when neither does. Near the layer-1 threshold the slope of the map
     tends to 1: at alpha 0.77-1.1 (2048 points, c = 1) the plain iteration needs 15-66 fine iterations,
-    the secants 6-21 to the same fixed point (within 2e-4; docs/benchmarks.md, SMI state evolution)."""
+    the secants 6-21 to the same fixed point (within 2e-4; docs/benchmarks.md, SMI state evolution).
+    `newton` (with coarse > 1): the fine stage takes quasi-Newton steps on the learned entries (`_newton_keys`)
+    from the coarse fixed point, with the coarse map's finite-difference Jacobian there (`_coarse_jacobian`:
+    one coarse evaluation per entry, n / k draws each) as the first estimate and Broyden's update after
+    each fine evaluation (`_NewtonStage`). The two maps differ by their Monte Carlo error only, so their
+    Jacobians nearly agree and the steps converge in a few fine evaluations where the slope of the map
+    is near 1 (the layer-1 threshold), which secants built from fine evaluations alone need several to
+    discover. Entries below 1e-3 (a layer not learned) keep the plain iteration; one that grows hands the
+    stage back to the rules above (a layer being learned), so no step can pull it onto Q_ll = 0."""
     p = channel.p
     frozen = set(freeze or ())
     Q = 0.05 * np.eye(p) if Q0 is None else np.array(Q0, float)
     hist, n_coarse = [Q.copy()], 0
     args = (channel, alpha, side_info, damping, eps, frozen, accelerate, q_floor, growth_tol, anderson)
     n = draws.xi.shape[0] if draws is not None else 0
+    stage = None
     if coarse > 1 and n // coarse >= 64:
         # at most half the budget: a coarse map that creeps (a layer on the edge of being learned) must not
         # leave the fine stage one iteration (3 layers, alpha = 0.75, 128 points: 200 of 200 were coarse)
@@ -300,15 +310,125 @@ def smi_se(channel, alpha, draws, *, Q0=None, side_info=0.0, damping=0.2, tol=1e
                                           max(max_iter // 2, 1))
         hist += c_hist[1:]
         Q = c_hist[-1]
-    f_hist, Qh, it, converged = _iterate(*args, draws, Q, tol, max(max_iter - n_coarse, 1))
+        keys = _newton_keys(Q, frozen) if newton else []
+        if keys:
+            step = lambda X, d: _step(channel, alpha, side_info, damping, eps, frozen, q_floor, d, X)[0]
+            stage = _NewtonStage(keys, _coarse_jacobian(step, draws.head(n // coarse), Q, keys), tol, growth_tol)
+    f_hist, Qh, it, converged = _iterate(*args, draws, Q, tol, max(max_iter - n_coarse, 1), stage)
     hist += f_hist[1:]
     return SEState(Q=f_hist[-1], Qhat=Qh, n_iter=n_coarse + it, converged=converged, history=np.array(hist),
                    n_coarse=n_coarse)
 
 
+def _step(channel, alpha, side_info, damping, eps, frozen, q_floor, draws, Q):
+    """One evaluation of the SE map at Q: (the damped, floored, frozen image; its Qhat)."""
+    Qh = qhat(channel, Q, alpha, draws, eps)
+    new = prior_step(Qh, side_info)
+    new = sym((1.0 - damping) * new + damping * Q)
+    for a in range(Q.shape[0]):
+        if a in frozen:
+            new[a, :] = 0.0
+            new[:, a] = 0.0
+        else:
+            new[a, a] = max(new[a, a], q_floor)
+    return new, Qh
+
+
+def _newton_keys(Q, frozen, learned=1e-3):
+    """The upper-triangle entries (a, b) of Q that the Newton stage solves for: both layers learned (Q_aa,
+    Q_bb >= `learned`). A layer below is at (or near) Q_aa = 0, a fixed point that is unstable above its
+    threshold: a root finder would converge onto it, the plain iteration leaves it."""
+    learned_layers = [a for a in range(Q.shape[0]) if a not in frozen and Q[a, a] >= learned]
+    return [(a, b) for i, a in enumerate(learned_layers) for b in learned_layers[i:]]
+
+
+def _coarse_jacobian(step, draws, Q, keys, h=1e-4):
+    """d G(Q)[keys] / d Q[keys] by forward differences of the map `step(Q, draws)` (a sampled map under
+    common random numbers is deterministic and smooth, so the difference quotient has no noise; h = 1e-4
+    against entries of 1e-3 and more: truncation O(h) relative to the curvature)."""
+    rows, cols = np.array(keys).T
+    base = step(Q, draws)[rows, cols]
+    J = np.empty((len(keys), len(keys)))
+    for j, (a, b) in enumerate(keys):
+        X = Q.copy()
+        delta = h if Q[a, b] + h < 1.0 else -h  # stay below Q_aa = 1, where the cavity degenerates
+        X[a, b] += delta
+        X[b, a] = X[a, b]
+        J[:, j] = (step(X, draws)[rows, cols] - base) / delta
+    return J
+
+
+class _NewtonStage:
+    """Quasi-Newton steps for the fixed point of G on `keys`: F(x) = G(x) - x with the Jacobian estimate
+    B = J - I (J: `_coarse_jacobian`), Broyden's update of B from successive (x, F) pairs, x <- x - B^-1 F.
+    The other entries take their image (plain iteration).
+
+    `propose(Q, new)` (Q the point just evaluated, new its image) returns (converged, next point or None):
+    converged when the step's length and that of the image's distance to the next point (G(x) - x_next) are
+    below tol on the keys, and every other entry settled (`_rest_settled`); None hands the stage back to the
+    plain rules (a tiny entry grows: a layer being learned; the step leaves the valid range; or 8 steps
+    did not converge)."""
+
+    def __init__(self, keys, J, tol, growth_tol, max_steps=8):
+        self.rows, self.cols = np.array(keys).T
+        self.B = J - np.eye(len(keys))
+        self.tol, self.growth_tol, self.max_steps = tol, growth_tol, max_steps
+        self.prev = None  # (x, F, change of every entry) at the previous evaluation
+        self.steps = 0
+
+    def _rest_settled(self, change, prev_change, Q, new):
+        """Every entry outside the keys: no diagonal entry below 1e-3 grows by more than growth_tol
+        relative, and each converges within tol (change below tol / 100, or geometric decay of its change
+        with ratio r < 1 and |change| r / (1 - r) < tol, as `_settled`)."""
+        p = Q.shape[0]
+        on_keys = np.zeros((p, p), bool)
+        on_keys[self.rows, self.cols] = on_keys[self.cols, self.rows] = True
+        for a in range(p):
+            if not on_keys[a, a] and Q[a, a] < 1e-3 and new[a, a] > Q[a, a] * (1.0 + self.growth_tol):
+                return None  # a layer being learned
+        rest = ~on_keys & np.triu(np.ones((p, p), bool))
+        d = change[rest]
+        if prev_change is None:
+            return bool(np.all(np.abs(d) < 0.01 * self.tol))
+        d0 = prev_change[rest]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r = d / d0
+        small = np.abs(d) < 0.01 * self.tol
+        geometric = (0.0 < r) & (r < 1.0) & (np.abs(d) * r / (1.0 - r) < self.tol)
+        return bool(np.all(small | geometric))
+
+    def propose(self, Q, new):
+        x = Q[self.rows, self.cols]
+        F = new[self.rows, self.cols] - x
+        change = new - Q
+        if self.prev is not None:
+            x0, F0, _ = self.prev
+            s = x - x0
+            if s @ s > 0.0:
+                self.B += np.outer(F - F0 - self.B @ s, s) / (s @ s)
+        rest = self._rest_settled(change, self.prev[2] if self.prev is not None else None, Q, new)
+        self.prev = (x, F, change)
+        self.steps += 1
+        if rest is None or self.steps > self.max_steps:
+            return False, None
+        try:
+            dx = -np.linalg.solve(self.B, F)
+        except np.linalg.LinAlgError:
+            return False, None
+        if not np.all(np.isfinite(dx)):
+            return False, None
+        if rest and np.max(np.abs(dx)) < self.tol and np.max(np.abs(F - dx)) < self.tol:
+            return True, None
+        nxt = new.copy()
+        nxt[self.rows, self.cols] = x + dx
+        nxt[self.cols, self.rows] = x + dx
+        return False, nxt
+
+
 def _iterate(channel, alpha, side_info, damping, eps, frozen, accelerate, q_floor, growth_tol, anderson, draws, Q,
-             tol, max_iter):
-    """The SE loop of `smi_se` from Q: (list of iterates, Q first; last Qhat; iterations; converged)."""
+             tol, max_iter, newton=None):
+    """The SE loop of `smi_se` from Q: (list of iterates, Q first; last Qhat; iterations; converged).
+    `newton`: a `_NewtonStage` that proposes the next point until it converges or hands back."""
     p = channel.p
     free = [a for a in range(p) if a not in frozen]
     hist = [Q.copy()]
@@ -317,16 +437,23 @@ def _iterate(channel, alpha, side_info, damping, eps, frozen, accelerate, q_floo
     Qh = np.zeros((p, p))
     it = 0
     for it in range(1, max_iter + 1):
-        Qh = qhat(channel, Q, alpha, draws, eps)
-        new = prior_step(Qh, side_info)
-        new = sym((1.0 - damping) * new + damping * Q)
-        for a in free:
-            new[a, a] = max(new[a, a], q_floor)
-        for a in frozen:
-            new[a, :] = 0.0
-            new[:, a] = 0.0
+        new, Qh = _step(channel, alpha, side_info, damping, eps, frozen, q_floor, draws, Q)
         xs.append(Q)
         gs.append(new)
+        if newton is not None:
+            done, nxt = newton.propose(Q, new)
+            Q = new
+            hist.append(Q.copy())
+            if done:
+                converged = True
+                break
+            if nxt is not None and (np.all(np.diag(nxt)[free] >= q_floor) and np.all(np.diag(nxt) < 1.0)
+                                    and np.linalg.eigvalsh(cavity(nxt, eps)).min() > 0.0):
+                Q = nxt
+                hist.append(Q.copy())
+                continue
+            newton = None  # handed back: the rules below from here
+            continue
         Q = new
         hist.append(Q.copy())
         if _settled(hist, tol, free, growth_tol):
@@ -380,29 +507,55 @@ def plugin_sq_error(channel, y, omega):
     return np.sum((y - channel.output(omega)) ** 2, axis=(1, 2))
 
 
+def output_diagonal(channel, z):
+    """(y_00, y_11) of y = g(z) (N, 2) for z (N, p, 2): the whole output of a T = 2 channel, whose rows
+    are (y_tt, 1 - y_tt), so ||y - y'||_F^2 = 2 sum_t (y_tt - y'_tt)^2. The mixing recursion of
+    `link.mixing` written out on the 2 x 2 entries (y_tt = sigmoid(h_t (h_t - h_s)), `link.log_ratios`):
+    the error estimates below evaluate it on ~10^5 draws, where the generic einsums cost ~4x more."""
+    if z.shape[-1] != 2:
+        raise ValueError(f"output_diagonal is the T = 2 output, got {z.shape[-1]} tokens")
+    c = channel.skip
+    m00, m01, m10, m11 = 1.0, 0.0, 0.0, 1.0  # M_{l-1} (the identity before the first layer)
+    for layer in range(z.shape[1] - 1):
+        h0 = m00 * z[:, layer, 0] + m01 * z[:, layer, 1]
+        h1 = m10 * z[:, layer, 0] + m11 * z[:, layer, 1]
+        s0, s1 = _expit(h0 * (h0 - h1)), _expit(h1 * (h1 - h0))
+        # M_l = [c I + softmax(h h^T)] M_{l-1}, softmax rows (s0, 1 - s0), (1 - s1, s1)
+        m00, m01, m10, m11 = ((s0 + c) * m00 + (1.0 - s0) * m10, (s0 + c) * m01 + (1.0 - s0) * m11,
+                              (1.0 - s1) * m00 + (s1 + c) * m10, (1.0 - s1) * m01 + (s1 + c) * m11)
+    h0 = m00 * z[:, -1, 0] + m01 * z[:, -1, 1]
+    h1 = m10 * z[:, -1, 0] + m11 * z[:, -1, 1]
+    return np.stack([_expit(h0 * (h0 - h1)), _expit(h1 * (h1 - h0))], axis=-1)
+
+
 def gen_error_plugin(channel, Q, n=100_000, rng=None, chunk=50_000):
-    """E ||g(z) - g(omega)||_F^2 and its Monte Carlo standard error."""
+    """E ||g(z) - g(omega)||_F^2 and its Monte Carlo standard error (n iid draws)."""
     rng = rng if rng is not None else np.random.default_rng(0)
     vals = []
     for a in range(0, n, chunk):
         omega, z, _ = _indices(channel, Q, min(chunk, n - a), rng)
-        vals.append(plugin_sq_error(channel, channel.output(z), omega))
+        vals.append(2.0 * np.sum((output_diagonal(channel, z) - output_diagonal(channel, omega)) ** 2, axis=1))
     v = np.concatenate(vals)
     return float(v.mean()), float(v.std() / np.sqrt(v.size))
 
 
-def gen_error_bayes(channel, Q, n=20_000, k=16, rng=None, chunk=2000):
-    """E ||g(z) - E[g | omega]||_F^2 (posterior-mean predictor), inner mean over k draws, debiased."""
+def gen_error_bayes(channel, Q, n=20_000, k=4, rng=None, chunk=10_000):
+    """E ||g(z) - E[g | omega]||_F^2 (posterior-mean predictor) = E_omega tr Var(g(z) | omega), and its
+    standard error: per omega (n iid), k iid draws of z given omega and their unbiased sample variance
+    (ddof = 1). Against the form ||g(z) - mean of k others||^2 - var / k, this uses all k + 1 outputs
+    symmetrically; at equal cost, more omegas with fewer inner draws win, since the spread of
+    tr Var(g | omega) over omega dominates (k = 4: at n = 20000, 4x fewer outputs than 17 per omega and a
+    standard error 1.4-1.8x smaller, measured at Q = 0, diag(0, 0.95), diag(0.61, 0.994))."""
+    if k < 2:
+        raise ValueError(f"gen_error_bayes needs k >= 2 inner draws for a sample variance, got k = {k}")
     rng = rng if rng is not None else np.random.default_rng(0)
     p, T = channel.p, channel.T
     vals = []
     for a in range(0, n, chunk):
         m = min(chunk, n - a)
-        omega, z, V = _indices(channel, Q, m, rng)
-        inner = omega[:, None] + np.einsum("ab,nkbt->nkat", psd_sqrt(V), rng.standard_normal((m, k, p, T)))
-        y_in = channel.output(inner.reshape(-1, p, T)).reshape(m, k, T, T)
-        pred = y_in.mean(1)
-        var = y_in.var(1, ddof=1).sum((1, 2))
-        vals.append(np.sum((channel.output(z) - pred) ** 2, axis=(1, 2)) - var / k)
+        omega, _, V = _indices(channel, Q, m, rng)
+        z = omega[:, None] + np.einsum("ab,nkbt->nkat", psd_sqrt(V), rng.standard_normal((m, k, p, T)))
+        y = output_diagonal(channel, z.reshape(-1, p, T)).reshape(m, k, T)
+        vals.append(2.0 * y.var(axis=1, ddof=1).sum(axis=1))
     v = np.concatenate(vals)
     return float(v.mean()), float(v.std() / np.sqrt(v.size))

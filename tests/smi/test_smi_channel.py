@@ -231,6 +231,35 @@ def test_roughness_per_axis_names_the_axis_to_refine():
     assert _next_sizes(40, 100, 0.1, 0.1, np.array([1.0, 1.0, 0.0]), 1.0, 1e-4, 40, 160, 640) == (40, 40)
 
 
+def test_weigh_zeroes_only_weights_that_cannot_count():
+    """`posterior._weigh` writes 0 for a log-weight more than 708 below the peak instead of its subnormal
+    exp: every weight above the cut is exp exactly, and the effective number of cells and the total weight
+    equal, to the bit, the sums over every cell's exp in the same order (a narrow peak on a wide grid, the
+    second sheet 711 lower: log-weights from 0 down to -2692, 113 of the 3200 in (-746, -708], where exp
+    is subnormal)."""
+    import math
+
+    from seqphase.core.smi.posterior import _weigh
+
+    n = 40
+    i = np.arange(n) - 13.3
+    lw = -(i[:, None] ** 2 + 0.5 * i[None, :] ** 2) * 2.0 - 3.0
+    buf = np.stack([lw, lw - 711.0], -1)
+    top = float(buf.max())
+    x = buf - top
+    assert np.any((x > -746.0) & (x <= -708.0)) and np.any(x < -746.0) and np.any(x > -708.0)
+    s1 = s2 = 0.0
+    for a in range(n):
+        for b in range(n):
+            w0, w1 = math.exp(x[a, b, 0]), math.exp(x[a, b, 1])
+            s1 += w0 + w1
+            s2 += (w0 + w1) ** 2
+    ne, tot = _weigh(buf, n, n, top)
+    assert tot == s1 and ne == s1 * s1 / s2
+    kept = x > -708.0
+    assert np.array_equal(buf[kept], np.exp(x[kept])) and np.all(buf[~kept] == 0.0)
+
+
 @pytest.mark.parametrize("c", [0.01, 1e-4])
 def test_small_skip_posterior_at_gamp_cavities(c):
     """The strip-coordinate grid and its acceptance rule (30 effective cells and the local error estimate
@@ -263,3 +292,28 @@ def test_strip_map_inverse_hits_its_target():
                 assert abs(_emap(_tmap(e, rho, B), rho, B)[0] - e) < 1e-9, (c, v11, e)
     rho, B = strip_map(1e-4, np.sqrt(0.9257394438186104), 40)
     assert abs(_emap(_tmap(-6.0, rho, B), rho, B)[0] + 6.0) < 1e-9
+
+
+@pytest.mark.parametrize("depth", [2, 3])
+def test_output_diagonal_is_the_link_output(depth):
+    """The written-out T = 2 output of the SE's error estimates against the generic link (rounding only)."""
+    ch = AttentionChannel(depth, 0.7)
+    z = 2.0 * np.random.default_rng(3).standard_normal((500, depth, 2))
+    y = ch.output(z)
+    d = sse.output_diagonal(ch, z)
+    assert np.abs(d - np.stack([y[:, 0, 0], y[:, 1, 1]], axis=-1)).max() < 1e-13
+    assert np.allclose(y[:, 0, 1], 1.0 - d[:, 0]) and np.allclose(y[:, 1, 0], 1.0 - d[:, 1])
+
+
+def test_bayes_error_estimators_agree():
+    """The per-omega sample variance (k = 4) and the reference form ||g(z) - mean of k others||^2 - var / k
+    (k = 16, written here) estimate the same E tr Var(g | omega): within 4 combined s.e. at a learned Q."""
+    ch = AttentionChannel(2, 1.0)
+    Q = np.diag([0.6, 0.99])
+    e, s = sse.gen_error_bayes(ch, Q, 20_000, rng=np.random.default_rng(4))
+    rng = np.random.default_rng(5)
+    omega, z, V = sse._indices(ch, Q, 10_000, rng)
+    inner = omega[:, None] + np.einsum("ab,nkbt->nkat", sse.psd_sqrt(V), rng.standard_normal((10_000, 16, 2, 2)))
+    y_in = ch.output(inner.reshape(-1, 2, 2)).reshape(10_000, 16, 2, 2)
+    ref = np.sum((ch.output(z) - y_in.mean(1)) ** 2, axis=(1, 2)) - y_in.var(1, ddof=1).sum((1, 2)) / 16
+    assert abs(e - ref.mean()) < 4 * np.hypot(s, ref.std() / np.sqrt(ref.size))
