@@ -65,7 +65,7 @@ def client(marker_dir, tmp_path_factory):
             yield client
 
 
-# -- parallel runs (pytest-xdist, `-n 3 --dist loadgroup` in pyproject's addopts) ------------------------
+# -- parallel runs (pytest-xdist, `-n 2 --dist loadgroup` in pyproject's addopts) ------------------------
 # Tests are independent, so any worker may run any test, with two exceptions grouped here, whatever the
 # test file says: the tests of one module that share a module- (or class-/package-) scoped fixture run on
 # one worker, so that the fixture (often a whole sweep) is computed once; and every test that uses the
