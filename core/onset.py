@@ -143,9 +143,15 @@ def onset_at_size(alphas, overlaps, d, *, level, rng, n_boot=N_BOOT):
 
 
 def onsets_by_size(alphas, overlaps, sizes, *, level, rng):
-    """(onsets, s.e.), one per size: `onset_at_size` of overlaps[i] (alpha x seed) at sizes[i], the sizes in
-    order (the order in which the bootstrap draws from `rng`, so a point's stored s.e. are reproduced)."""
-    pairs = [onset_at_size(alphas, o, d, level=level, rng=rng) for o, d in zip(overlaps, sizes)]
+    """(onsets, s.e.), one per size: `onset_at_size` of overlaps[i] (alpha x seed) at sizes[i] on the window
+    `alphas` every size shares, the sizes in order (the order in which the bootstrap draws from `rng`, so a
+    point's stored s.e. are reproduced)."""
+    return onsets_by_window([alphas] * len(sizes), overlaps, sizes, level=level, rng=rng)
+
+
+def onsets_by_window(windows, overlaps, sizes, *, level, rng):
+    """`onsets_by_size` where each size has its own window: overlaps[i] (alpha x seed) on windows[i]."""
+    pairs = [onset_at_size(a, o, d, level=level, rng=rng) for a, o, d in zip(windows, overlaps, sizes)]
     return np.array([v for v, _ in pairs], dtype=float), np.array([e for _, e in pairs], dtype=float)
 
 
@@ -395,10 +401,14 @@ class OnsetMethod(Method):
         `design_settings` runs the grid)."""
         return settings.get("design", "grid") == "sequential"
 
+    def seed_slots(self, settings):
+        """Seeds an alpha may run, the length of the stored seed dim: n_seeds, or max_seeds where the
+        sequential design may add seeds beyond n_seeds."""
+        return max(settings["n_seeds"], settings["max_seeds"]) if self.sequential(settings) else settings["n_seeds"]
+
     def layout(self, settings):
         sequential = self.sequential(settings)
-        n_seed = max(settings["n_seeds"], settings["max_seeds"]) if sequential else settings["n_seeds"]
-        dims = {"size": np.asarray(settings["sizes"]), "seed": np.arange(n_seed)}
+        dims = {"size": np.asarray(settings["sizes"]), "seed": np.arange(self.seed_slots(settings))}
         out = {}
         unrun = " (NaN: not run by the sequential design)" if sequential else ""
         for t in self.transitions:
@@ -511,7 +521,7 @@ class OnsetMethod(Method):
         design"); returns its state {"results", "span", "seeds", "rounds"}."""
         alphas = self.windows(settings)[t]
         sizes, obs = settings["sizes"], self.transitions[t]
-        n0, n_max, batch = settings["n_seeds"], max(settings["n_seeds"], settings["max_seeds"]), settings["seed_batch"]
+        n0, n_max, batch = settings["n_seeds"], self.seed_slots(settings), settings["seed_batch"]
         level, margin, target = settings["level"], settings["margin"], settings[f"{t}_se"]
         results, span, seeds, rounds = {}, {}, {}, 0
 
@@ -557,10 +567,9 @@ class OnsetMethod(Method):
                 yield from run(si, more, range(seeds[si]))
 
         def onsets(upto):
-            rng = self._boot_rng(seed_sequence, t)
-            pairs = [onset_at_size(alphas[span[si][0]:span[si][1] + 1], table(si), sizes[si], level=level, rng=rng)
-                     for si in range(upto)]
-            return np.array([v for v, _ in pairs]), np.array([e for _, e in pairs])
+            return onsets_by_window([alphas[span[si][0]:span[si][1] + 1] for si in range(upto)],
+                                    [table(si) for si in range(upto)], sizes[:upto], level=level,
+                                    rng=self._boot_rng(seed_sequence, t))
 
         for si, d in enumerate(sizes):
             guess = predicted_onset(sizes[:si], onsets(si)[0] if si else [], d, settings["correction"])
@@ -587,8 +596,7 @@ class OnsetMethod(Method):
         """The stored outputs of transition t's sequential design: every run instance in its (size, step, seed)
         cell, NaN / -1 elsewhere, and the rule on each size's window."""
         sizes = settings["sizes"]
-        n_seed = max(settings["n_seeds"], settings["max_seeds"])
-        shape = (len(sizes), len(alphas), n_seed)
+        shape = (len(sizes), len(alphas), self.seed_slots(settings))
         got = {k: np.full(shape, np.nan) for k in self.observables}
         flags = {k: np.full(shape, -1, dtype=int) for k in ("n_iter", "converged", "stopped")}
         span, seeds = state["span"], state["seeds"]
@@ -599,14 +607,11 @@ class OnsetMethod(Method):
                 got[k][cell] = r[k]
             for k in flags:
                 flags[k][cell] = int(r.get(k, 0))
-        rng = self._boot_rng(seed_sequence, t)
-        pairs, bad = [], []
-        for si, d in enumerate(sizes):
-            lo, hi = span[si]
-            obs = got[self.transitions[t]][si, lo:hi + 1, :seeds[si]]
-            pairs.append(onset_at_size(alphas[lo:hi + 1], obs, d, level=settings["level"], rng=rng))
-            bad.append(int(diverged(obs).sum()))
-        onsets, ses = np.array([v for v, _ in pairs]), np.array([e for _, e in pairs])
+        windows = [alphas[span[si][0]:span[si][1] + 1] for si in range(len(sizes))]
+        obs = [got[self.transitions[t]][si, span[si][0]:span[si][1] + 1, :seeds[si]] for si in range(len(sizes))]
+        onsets, ses = onsets_by_window(windows, obs, sizes, level=settings["level"],
+                                       rng=self._boot_rng(seed_sequence, t))
+        bad = [int(diverged(o).sum()) for o in obs]
         out = {f"{t}_{k}": v for k, v in got.items()}
         out[f"{t}_gamp"], out[f"{t}_gamp_se"], out[f"{t}_gamp_chi2"] = extrapolate(sizes, onsets, ses,
                                                                                    settings["correction"])
