@@ -28,9 +28,6 @@ QUIET_CLUSTER = {"distributed.worker.profile.enabled": False, "distributed.admin
                  "distributed.admin.system-monitor.interval": "5s"}
 
 
-ALLOCATOR_VARIABLES = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
-
-
 @contextlib.contextmanager
 def environ_without(names):
     saved = {name: os.environ.pop(name) for name in names if name in os.environ}
@@ -46,17 +43,18 @@ def client(marker_dir, tmp_path_factory):
     cluster seqphase starts it speaks TLS only; its credentials are written to a 0700 folder named in Dask's
     configuration, so tests attach to it by address (`--cluster tls://...`) as a user with them would, and
     `cli_run.cli_here` runs attach to it in this process. Its diagnostics are set at its start (the nannies
-    keep that configuration for the workers they restart) and do not reach other clusters. The allocator
-    settings this process inherits (pytest_configure) are hidden while it starts, so that its workers have them
+    keep that configuration for the workers they restart) and do not reach other clusters. The worker
+    environment this process inherits (pytest_configure) is hidden while it starts, so that its workers have it
     only from the backend's configuration, which test_engine.py checks."""
     import dask
     import distributed  # noqa: F401 (loads its configuration defaults, which QUIET_CLUSTER only overrides)
 
     from seqphase.cluster import connect
+    from seqphase.cluster.base import WORKER_ENVIRON
     from seqphase.cluster.security import credentials_config, write_credentials
 
     with contextlib.ExitStack() as stack:
-        with dask.config.set(QUIET_CLUSTER), environ_without(ALLOCATOR_VARIABLES):
+        with dask.config.set(QUIET_CLUSTER), environ_without(WORKER_ENVIRON):
             client = stack.enter_context(connect("local", workers=2))
         folder = tmp_path_factory.mktemp("tls")
         os.chmod(folder, 0o700)
