@@ -25,6 +25,21 @@ WORKER_ENVIRON = {"MALLOC_MMAP_THRESHOLD_": 33554432, "MALLOC_TRIM_THRESHOLD_": 
 ALLOWED_FAILURES = 3
 
 
+#: Dask's periodic diagnostics on the clusters seqphase starts, unless the dashboard is served (their only
+#: reader): the workers' sampling profiler (a stack sample every 10 ms) off, the event-loop tick every 1 s
+#: instead of 20 ms, the system monitor every 5 s instead of 0.5 s. With Dask's defaults the scheduler's
+#: thread in the driver took ~0.1 of a core all through a run and the workers' profilers a share of theirs:
+#: `smi-2layer-se` on 2 workers 70.5 / 73.6 s against 64.9 / 67.4 s with these (docs/benchmarks.md).
+QUIET_DIAGNOSTICS = {"distributed.worker.profile.enabled": False, "distributed.admin.tick.interval": "1s",
+                     "distributed.admin.system-monitor.interval": "5s"}
+
+
+def diagnostics_config(dashboard):
+    """The Dask configuration of a cluster's diagnostics: Dask's defaults with the dashboard, else
+    QUIET_DIAGNOSTICS."""
+    return {} if dashboard else dict(QUIET_DIAGNOSTICS)
+
+
 def worker_config():
     """The Dask configuration of the local and address backends (the SLURM profile sets its own)."""
     import dask

@@ -6,7 +6,7 @@ import contextlib
 import logging
 import os
 
-from seqphase.cluster.base import Backend, worker_config
+from seqphase.cluster.base import Backend, diagnostics_config, worker_config
 from seqphase.cluster.security import LOCALHOST
 from seqphase.core.errors import ClusterError
 
@@ -19,6 +19,7 @@ class LocalBackend(Backend):
 
     @contextlib.contextmanager
     def client(self):
+        import dask
         from distributed import Client, LocalCluster
 
         with worker_config():
@@ -28,8 +29,11 @@ class LocalBackend(Backend):
                                    "use --workers 2")
             # One thread per process: SE and GAMP are numpy code that holds the GIL between BLAS calls.
             # TLS with in-memory credentials unless --insecure-no-tls (security.py); dashboard only on request.
-            local = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, host=LOCALHOST,
-                                 silence_logs=logging.ERROR, **self.access.local_kwargs())
+            # the diagnostics are read as the scheduler and the nannies are made (the nannies pass them on to
+            # the workers they start and restart): set for that only, not for the rest of this process
+            with dask.config.set(diagnostics_config(self.access.dashboard)):
+                local = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, host=LOCALHOST,
+                                     silence_logs=logging.ERROR, **self.access.local_kwargs())
             try:
                 self.access.announce_dashboard(local.dashboard_link if self.access.dashboard else None)
                 with Client(local) as client:

@@ -69,7 +69,7 @@ try:  # Python >= 3.11
 except ModuleNotFoundError:  # pragma: no cover
     import tomli as tomllib
 
-from seqphase.cluster.base import WORKER_ENVIRON, Backend
+from seqphase.cluster.base import WORKER_ENVIRON, Backend, diagnostics_config
 from seqphase.core.errors import ClusterError
 
 WORKER_JOB_PREFIX = "seqphase-worker"
@@ -165,8 +165,9 @@ class Profile:
                                "shorten lifetime/lifetime_stagger or lengthen walltime")
         return lifetime, stagger
 
-    def job_kwargs(self, log_directory):
-        """Keyword arguments of dask_jobqueue.SLURMCluster / SLURMJob for the worker jobs."""
+    def job_kwargs(self, log_directory, dashboard=False):
+        """Keyword arguments of dask_jobqueue.SLURMCluster / SLURMJob for the worker jobs (`dashboard`: keep
+        Dask's diagnostics on in the workers, `base.diagnostics_config`)."""
         lifetime, stagger = self.lifetimes(strict=False)
         extra_args = []
         if lifetime is not None:
@@ -180,7 +181,7 @@ class Profile:
                                   f"-o {sbatch_path(f'{log_directory}/{WORKER_JOB_PREFIX}-%J.out', 'log directory')}"]
             + list(self.job_extra_directives),
             job_directives_skip=list(self.job_directives_skip),
-            job_script_prologue=_worker_environ_prologue() + list(self.job_script_prologue),
+            job_script_prologue=_worker_environ_prologue(dashboard) + list(self.job_script_prologue),
             worker_extra_args=extra_args, interface=self.interface, local_directory=self.local_directory,
             death_timeout=self.death_timeout,
             python=self.python or sys.executable,
@@ -194,10 +195,15 @@ class Profile:
                 f"{self.partition or '(default)'}, {self.cores} cores, {self.memory}, walltime {self.walltime}{life}")
 
 
-def _worker_environ_prologue():
+def _worker_environ_prologue(dashboard=False):
     """The worker environment of base.py (allocator, BLAS threads), the one local workers start with,
-    passed to the nannies in the worker jobs through Dask's config variable."""
-    return ["export DASK_DISTRIBUTED__NANNY__PRE_SPAWN_ENVIRON='" + json.dumps(dict(WORKER_ENVIRON)) + "'"]
+    passed to the nannies in the worker jobs through Dask's config variable; and the workers' diagnostics
+    (`base.diagnostics_config`), as Dask's config variables."""
+    lines = ["export DASK_DISTRIBUTED__NANNY__PRE_SPAWN_ENVIRON='" + json.dumps(dict(WORKER_ENVIRON)) + "'"]
+    for key, value in diagnostics_config(dashboard).items():
+        name = "DASK_" + key.upper().replace(".", "__").replace("-", "_")
+        lines.append(f"export {name}={shlex.quote(str(value))}")
+    return lines
 
 
 # -- profile loading --------------------------------------------------------------------------------
@@ -567,11 +573,13 @@ def connect_slurm(profile, stream=None, access=None):
     log_directory.mkdir(parents=True, exist_ok=True)
     config = {"distributed.scheduler.allowed-failures": profile.allowed_failures,
               "distributed.deploy.lost-worker-timeout": LOST_WORKER_TIMEOUT}
+    config.update(diagnostics_config(access.dashboard))
     with dask.config.set(config), _sigterm_unwinds(), \
             access.run_security(credentials, f"{profile.source}: credentials_directory") as (folder, security):
         tls = {"security": security, "protocol": "tls://"} if security is not None else {}
         cluster = SLURMCluster(scheduler_options={"dashboard_address": DASHBOARD_ADDRESS}, silence_logs=logging.ERROR,
-                               job_cls=_worker_job_class(), **tls, **profile.job_kwargs(log_directory))
+                               job_cls=_worker_job_class(), **tls,
+                               **profile.job_kwargs(log_directory, access.dashboard))
         try:
             minimum, maximum = profile.job_range()
             cluster.adapt(minimum_jobs=minimum, maximum_jobs=maximum, interval=ADAPT_INTERVAL,

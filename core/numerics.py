@@ -183,6 +183,19 @@ def sym(A):
     return 0.5 * (A + np.swapaxes(A, -1, -2))
 
 
+def left_multiply(A, x):
+    """A x per sample: A (p, p), x (n, p, ...) -> (n, p, ...), out[:, a] = sum_b A[a, b] x[:, b], summed in
+    b order: the same bits as np.einsum("ab,nb...->na...", A, x) (checked in tests/core/test_numerics.py),
+    3-5x faster at p = 2-3, where einsum's generic loop dominates."""
+    out = np.empty(x.shape)
+    for a in range(A.shape[0]):
+        acc = A[a, 0] * x[:, 0]
+        for b in range(1, A.shape[1]):
+            acc = acc + A[a, b] * x[:, b]
+        out[:, a] = acc
+    return out
+
+
 def psd_sqrt(Q):
     """Square root of the PSD part of a symmetric matrix (negative eigenvalues clipped at 0)."""
     w, U = np.linalg.eigh(sym(Q))

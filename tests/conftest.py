@@ -21,13 +21,6 @@ def marker_dir(tmp_path_factory):
     return path
 
 
-#: Dask's periodic diagnostics, off or slowed for the shared cluster: it idles between tests for the whole
-#: session, and idle its two workers and scheduler burned ~0.17 CPU-s per second (the 10 ms sampling
-#: profiler, the 20 ms event-loop tick, the 0.5 s system monitor), ~0.05 with these. No test reads them.
-QUIET_CLUSTER = {"distributed.worker.profile.enabled": False, "distributed.admin.tick.interval": "1s",
-                 "distributed.admin.system-monitor.interval": "5s"}
-
-
 @contextlib.contextmanager
 def environ_without(names):
     saved = {name: os.environ.pop(name) for name in names if name in os.environ}
@@ -42,19 +35,18 @@ def client(marker_dir, tmp_path_factory):
     """A real distributed LocalCluster with 2 worker processes, shared by the integration tests. Like every
     cluster seqphase starts it speaks TLS only; its credentials are written to a 0700 folder named in Dask's
     configuration, so tests attach to it by address (`--cluster tls://...`) as a user with them would, and
-    `cli_run.cli_here` runs attach to it in this process. Its diagnostics are set at its start (the nannies
-    keep that configuration for the workers they restart) and do not reach other clusters. The worker
+    `cli_run.cli_here` runs attach to it in this process. Like every cluster seqphase starts without a
+    dashboard, its Dask diagnostics are quiet (cluster/base.py QUIET_DIAGNOSTICS). The worker
     environment this process inherits (pytest_configure) is hidden while it starts, so that its workers have it
     only from the backend's configuration, which test_engine.py checks."""
     import dask
-    import distributed  # noqa: F401 (loads its configuration defaults, which QUIET_CLUSTER only overrides)
 
     from seqphase.cluster import connect
     from seqphase.cluster.base import WORKER_ENVIRON
     from seqphase.cluster.security import credentials_config, write_credentials
 
     with contextlib.ExitStack() as stack:
-        with dask.config.set(QUIET_CLUSTER), environ_without(WORKER_ENVIRON):
+        with environ_without(WORKER_ENVIRON):
             client = stack.enter_context(connect("local", workers=2))
         folder = tmp_path_factory.mktemp("tls")
         os.chmod(folder, 0o700)

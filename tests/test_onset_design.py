@@ -246,7 +246,7 @@ def test_the_smi_onset_declares_the_design_and_its_layout_holds_max_seeds():
     from seqphase.core.models import get_model
 
     method = get_model("smi").method("onset")
-    assert method.version == 4 and method.settings["design"].default == "sequential"
+    assert method.version >= 4 and method.settings["design"].default == "sequential"  # the design since v4
     settings = get_model("smi").check_settings("onset", {})
     layout = method.layout(settings)
     assert len(layout.extra_dims["seed"]) == settings["max_seeds"]

@@ -396,30 +396,34 @@ class SMIModel(Model):
                 "depth": Param("depth", "choice", "number of attention layers (3: se only)", 2, choices=(2, 3)),
             },
             methods={
-                "se": SE(_SE, version=8, doc="Bayes-optimal SE, plug-in and Bayes errors (v3: coarse-to-fine "
+                "se": SE(_SE, version=9, doc="Bayes-optimal SE, plug-in and Bayes errors (v3: coarse-to-fine "
                                              "transient; v4: small-skip posterior, channels.py; v5: small-skip "
                                              "grid accepted by a local error estimate, strip box end fixed, z2 "
                                              "chart for V22 < 1e-3 (posterior_z2.py: eps < 1e-3 only); v6: "
                                              "small-skip grid refined per axis; v7: Anderson extrapolation and "
-                                             "growth secant, method.anderson; v8: quasi-Newton fine stage from the coarse Jacobian, "
-                                             "method.newton; Bayes error as the per-omega sample variance of 4 "
-                                             "inner draws, T = 2 outputs written out)"),
-                "gamp": GAMP(_GAMP, version=4, doc="GAMP at finite d, damping-consistent Onsager term "
+                                             "growth secant, method.anderson; v8: quasi-Newton fine stage "
+                                             "from the coarse Jacobian, method.newton; Bayes error as the "
+                                             "per-omega sample variance of 4 inner draws, T = 2 outputs written "
+                                             "out; v9: the 2-layer posterior's sigmoids from running products, "
+                                             "outputs within ~1e-11 relative of v8's)"),
+                "gamp": GAMP(_GAMP, version=5, doc="GAMP at finite d, damping-consistent Onsager term "
                                                  "(v2: small-skip posterior; v3: small-skip grid accepted by a "
                                                  "local error estimate, strip box end fixed, z2 chart for "
-                                                 "V22 < 1e-3; v4: small-skip grid refined per axis)"),
-                "threshold": Threshold(_THR, version=8, doc="alpha_2 and alpha_1, stability and SE-map growth rate "
+                                                 "V22 < 1e-3; v4: small-skip grid refined per axis; v5: the "
+                                                 "posterior's sigmoids from running products)"),
+                "threshold": Threshold(_THR, version=9, doc="alpha_2 and alpha_1, stability and SE-map growth rate "
                                        "(v3: two-stage K11 root, walking bisection bracket; v4: small-skip "
                                        "posterior; v5: both routes on one point set, growth-rate rule, "
                                        "layer-2 curve parametrised by q; v6: a graph of works: Monte Carlo "
                                        "blocks, routes side by side, searches in rounds of k probes; v7: "
                                        "small-skip grid accepted by a local error estimate, strip box end "
-                                       "fixed; v8: small-skip grid refined per axis)",
+                                       "fixed; v8: small-skip grid refined per axis; v9: the posterior's sigmoids "
+                                       "from running products)",
                                        excludes=("alpha",)),
-                "onset": Onset(_ONSET, version=4, doc="alpha_2 and alpha_1 by GAMP at several sizes d, "
+                "onset": Onset(_ONSET, version=5, doc="alpha_2 and alpha_1 by GAMP at several sizes d, "
                                "extrapolated d -> infinity (v2: diverged GAMP runs left out of the rule; v3: "
                                "small-skip grid refined per axis; v4: the sequential design and the stopping "
-                               "rule of core/onset.py)",
+                               "rule of core/onset.py; v5: the posterior's sigmoids from running products)",
                                excludes=("alpha",)),
                 # alpha is a setting of sgd (not a grid dim): the log length depends on it
                 "sgd": SGD(_SGD, version=1, doc="layer-wise SGD experiment", excludes=("alpha",)),

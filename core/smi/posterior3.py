@@ -53,8 +53,6 @@ import math
 
 import numpy as np
 from numba import njit
-from scipy.stats import norm as _norm
-from scipy.stats import qmc as _qmc
 
 from seqphase.core.smi.posterior import amat
 
@@ -63,6 +61,9 @@ LOG2PI = math.log(2.0 * math.pi)
 
 def sobol_normals(n, seed):
     """(2^ceil(log2 n), 4) standard normals from a scrambled Sobol sequence (the fixed points of the rule)."""
+    from scipy.stats import norm as _norm  # ~1 s to import: only where the 3-layer points are made
+    from scipy.stats import qmc as _qmc
+
     m = int(np.ceil(np.log2(max(n, 2))))
     x = _qmc.Sobol(4, scramble=True, seed=np.random.default_rng(seed)).random_base2(m)
     return np.ascontiguousarray(_norm.ppf(np.clip(x, 1e-16, 1.0 - 1e-16)))

@@ -24,10 +24,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.special import expit as _expit
-from scipy.stats import norm as _norm
-from scipy.stats import qmc as _qmc
 
-from seqphase.core.numerics import psd_sqrt, sym
+from seqphase.core.numerics import left_multiply, psd_sqrt, sym
 
 
 class Draws:
@@ -40,6 +38,11 @@ class Draws:
     numbers as slicing the whole set (checked in tests/smi/test_threshold_tasks.py)."""
 
     def __init__(self, p, T, n, rng, qmc=True, rows=None):
+        # scipy.stats costs ~1 s to import: only where draws are made, not in every process that loads the
+        # family (a sweep's driver, GAMP workers)
+        from scipy.stats import norm as _norm
+        from scipy.stats import qmc as _qmc
+
         if rows is not None:
             if not qmc:
                 raise ValueError("rows of a draw set need qmc = True (a fixed sequence)")
@@ -77,8 +80,8 @@ def gg_sum(channel, Q, draws, eps=1e-3):
     """sum_n sum_t g_t g_t^T at overlap Q (p x p) over the draws, and their number: `qhat` without the
     mean, so that the threshold method can add it up over blocks of draws."""
     V = cavity(Q, eps)
-    omega = np.einsum("ab,nbt->nat", psd_sqrt(Q), draws.xi)
-    z = omega + np.einsum("ab,nbt->nat", psd_sqrt(V), draws.u)
+    omega = left_multiply(psd_sqrt(Q), draws.xi)
+    z = omega + left_multiply(psd_sqrt(V), draws.u)
     g, _ = channel.g_out_tokens(channel.labels_of_z(z), omega, V)
     return np.einsum("nat,nbt->ab", g, g), g.shape[0]
 
@@ -496,8 +499,8 @@ def _indices(channel, Q, n, rng):
     Q = sym(Q)
     V = np.eye(p) - Q
     V = V + max(0.0, -np.linalg.eigvalsh(V).min()) * np.eye(p)
-    omega = np.einsum("ab,nbt->nat", psd_sqrt(Q), rng.standard_normal((n, p, T)))
-    z = omega + np.einsum("ab,nbt->nat", psd_sqrt(V), rng.standard_normal((n, p, T)))
+    omega = left_multiply(psd_sqrt(Q), rng.standard_normal((n, p, T)))
+    z = omega + left_multiply(psd_sqrt(V), rng.standard_normal((n, p, T)))
     return omega, z, V
 
 
@@ -554,7 +557,8 @@ def gen_error_bayes(channel, Q, n=20_000, k=4, rng=None, chunk=10_000):
     for a in range(0, n, chunk):
         m = min(chunk, n - a)
         omega, _, V = _indices(channel, Q, m, rng)
-        z = omega[:, None] + np.einsum("ab,nkbt->nkat", psd_sqrt(V), rng.standard_normal((m, k, p, T)))
+        inner = left_multiply(psd_sqrt(V), rng.standard_normal((m * k, p, T))).reshape(m, k, p, T)
+        z = omega[:, None] + inner
         y = output_diagonal(channel, z.reshape(-1, p, T)).reshape(m, k, T)
         vals.append(2.0 * y.var(axis=1, ddof=1).sum(axis=1))
     v = np.concatenate(vals)

@@ -63,6 +63,10 @@ def test_worker_job_script(tmp_path):
     assert "#SBATCH --qos=normal" in script
     assert "--lifetime 3000s --lifetime-stagger 120s" in script
     assert "--nthreads 1" in script and f"-o \"{tmp_path}/logs/seqphase-worker-%J.out\"" in script
+    # the workers' Dask diagnostics are quiet (cluster/base.py QUIET_DIAGNOSTICS) unless the dashboard is served
+    assert "export DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED=False" in script
+    assert "export DASK_DISTRIBUTED__ADMIN__TICK__INTERVAL=1s" in script
+    assert "PROFILE__ENABLED" not in "\n".join(p.job_kwargs(tmp_path / "logs", dashboard=True)["job_script_prologue"])
 
 
 def test_driver_job_script(tmp_path):
