@@ -191,6 +191,18 @@ def _client(client, cluster, workers, slurm_profile, access):
         yield own
 
 
+def _load_on_workers(client, model):
+    """One task per worker of a cluster started for this run that imports the sweep's model family
+    (`cluster.tasks.load_model`): the workers import it (1-2 s for a family that loads numba or
+    scipy.stats) while the driver prepares the store, instead of when the first works arrive. The futures
+    are kept until the run ends (a released future's task may be cancelled)."""
+    from seqphase.cluster.tasks import load_model
+
+    workers = list(client.scheduler_info()["workers"])
+    return [client.submit(load_model, model, workers=[address], allow_other_workers=False, pure=False)
+            for address in workers]
+
+
 def execute(sweep, mode, *, store=None, client=None, cluster="local", workers=None, retries=2, progress=True,
             slurm_profile=None, access=None, stream=None):
     """Plan `sweep`, check the store (foreign, corrupted or locked: refused before anything starts), then
@@ -214,6 +226,7 @@ def execute(sweep, mode, *, store=None, client=None, cluster="local", workers=No
     try:
         # Connect before touching the store: an unreachable cluster must leave it as it was.
         with _client(client, cluster, workers, slurm_profile, access) as active:
+            loading = _load_on_workers(active, sweep.model) if client is None and cluster == "local" else []
             store.check(create=True)
             with store.lock():
                 group = store.prepare(plan)
@@ -223,6 +236,7 @@ def execute(sweep, mode, *, store=None, client=None, cluster="local", workers=No
                 ahead = slurm_profile.submit_ahead() if slurm_profile is not None and slurm_profile.adaptive else 0
                 summary = run_sweep(plan, group, active, mode=mode, retries=retries, progress=progress,
                                     submit_ahead=ahead, stream=stream)
+            del loading
     except OSError as exc:  # the store's file system: full, quota, read-only, permissions, open files
         error = resource_error(exc, store.path, during_run=started)
         if error is None:

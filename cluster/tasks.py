@@ -45,6 +45,19 @@ def execute_point(payload):
     return {"hash": payload["hash"], "data": data, "meta": _meta(time.perf_counter() - started)}
 
 
+def load_model(model):
+    """Import a model's family on this worker (`seqphase.api.execute` sends one per worker of a cluster it
+    started, while the driver prepares the store). Returns None, or the error's text: the first work
+    meets the same error and reports it with its point."""
+    from seqphase.core.models import get_model
+
+    try:
+        get_model(model)
+    except Exception as exc:  # noqa: BLE001 -- reported by the works that need the model
+        return error_text(exc)
+    return None
+
+
 def error_text(exc):
     return f"{type(exc).__name__}: {exc}"
 
