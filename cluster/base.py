@@ -29,7 +29,8 @@ ALLOWED_FAILURES = 3
 #: reader): the workers' sampling profiler (a stack sample every 10 ms) off, the event-loop tick every 1 s
 #: instead of 20 ms, the system monitor every 5 s instead of 0.5 s. With Dask's defaults the scheduler's
 #: thread in the driver took ~0.1 of a core all through a run and the workers' profilers a share of theirs:
-#: `smi-2layer-se` on 2 workers 70.5 / 73.6 s against 64.9 / 67.4 s with these (docs/benchmarks.md).
+#: `seqphase run smi-2layer-se --workers 2` took 70.5 / 73.6 s with Dask's defaults, 64.9 / 67.4 s with these
+#: (runs alternated, SE version 9 before the workers' early model import; docs/howto/slurm.md).
 QUIET_DIAGNOSTICS = {"distributed.worker.profile.enabled": False, "distributed.admin.tick.interval": "1s",
                      "distributed.admin.system-monitor.interval": "5s"}
 
