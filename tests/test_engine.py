@@ -8,7 +8,6 @@ import threading
 import time
 
 import numpy as np
-import pytest
 import xarray as xr
 
 from spec_files import write_spec
@@ -175,23 +174,23 @@ def test_workers_get_the_allocator_settings(client):
     assert set(values.values()) == {"33554432"}
 
 
-def test_workers_run_without_dask_diagnostics_unless_the_dashboard_is_served():
+def _diagnostics():
+    import dask
+
+    return dask.config.get("distributed.worker.profile.enabled"), dask.config.get("distributed.admin.tick.interval")
+
+
+def test_workers_run_without_dask_diagnostics_unless_the_dashboard_is_served(client):
     """A local cluster started without --dashboard sets Dask's diagnostics quiet in its scheduler and in its
     workers (cluster/base.py QUIET_DIAGNOSTICS: the 10 ms sampling profiler off, slow tick and system
-    monitor); with the dashboard they keep Dask's defaults, which its pages read. The first is the
-    configuration every `seqphase run` uses; the session cluster is not used, it is one of them."""
+    monitor), for its start only; with the dashboard they keep Dask's defaults, which its pages read. The
+    session cluster (`client`) is one of the first kind: `connect("local")`, as every `seqphase run`."""
     import dask
 
     from seqphase.cluster import connect
     from seqphase.cluster.security import Access
 
-    def read():
-        import dask
-
-        return (dask.config.get("distributed.worker.profile.enabled"), dask.config.get("distributed.admin.tick.interval"))
-
-    with connect("local", workers=1) as quiet:
-        assert set(quiet.run(read).values()) == {(False, "1s")}
-    assert dask.config.get("distributed.worker.profile.enabled") is True  # set for the cluster's start only
+    assert set(client.run(_diagnostics).values()) == {(False, "1s")}
+    assert dask.config.get("distributed.worker.profile.enabled") is True  # not left set in this process
     with connect("local", workers=1, access=Access(dashboard=True)) as served:
-        assert set(served.run(read).values()) == {(True, "20ms")}
+        assert set(served.run(_diagnostics).values()) == {(True, "20ms")}
