@@ -199,11 +199,10 @@ def _worker_environ_prologue(dashboard=False):
     """The worker environment of base.py (allocator, BLAS threads), the one local workers start with,
     passed to the nannies in the worker jobs through Dask's config variable; and the workers' diagnostics
     (`base.diagnostics_config`), as Dask's config variables."""
-    lines = ["export DASK_DISTRIBUTED__NANNY__PRE_SPAWN_ENVIRON='" + json.dumps(dict(WORKER_ENVIRON)) + "'"]
-    for key, value in diagnostics_config(dashboard).items():
-        name = "DASK_" + key.upper().replace(".", "__").replace("-", "_")
-        lines.append(f"export {name}={shlex.quote(str(value))}")
-    return lines
+    config = {"distributed.nanny.pre-spawn-environ": json.dumps(dict(WORKER_ENVIRON)), **diagnostics_config(dashboard)}
+    # Dask's variable for a key: DASK_ + the key upper-cased, "." -> "__", "-" -> "_"
+    return [f"export DASK_{key.upper().replace('.', '__').replace('-', '_')}={shlex.quote(str(value))}"
+            for key, value in config.items()]
 
 
 # -- profile loading --------------------------------------------------------------------------------
