@@ -56,9 +56,21 @@ RHO_MAX = 0.5  # strip coordinates only for rho < RHO_MAX (`_emap` needs rho < 1
 def amat(x0, x1, c):
     """Entries (a00, a01, a10, a11) of A(x) = c I + softmax(x x^T) for x = (x0, x1) (also used by the
     3-layer posterior)."""
-    s00 = 1.0 / (1.0 + math.exp(-x0 * (x0 - x1)))
-    s11 = 1.0 / (1.0 + math.exp(-x1 * (x1 - x0)))
+    return _entries(1.0 / (1.0 + math.exp(-x0 * (x0 - x1))), 1.0 / (1.0 + math.exp(-x1 * (x1 - x0))), c)
+
+
+@njit(cache=True, inline="always")
+def _entries(s00, s11, c):
+    """Entries of A = c I + the softmax whose rows are (s00, 1 - s00) and (1 - s11, s11)."""
     return s00 + c, 1.0 - s00, 1.0 - s11, s11 + c
+
+
+@njit(cache=True, inline="always")
+def _sheet(s00, s11, c, u0, u1):
+    """det A and A^{-1} u for the softmax entries s00, s11 of A(z1) (`_entries`): z2 on the sheet s = +1."""
+    a00, a01, a10, a11 = _entries(s00, s11, c)
+    det = a00 * a11 - a01 * a10
+    return det, (a11 * u0 - a01 * u1) / det, (a00 * u1 - a10 * u0) / det
 
 
 @njit(cache=True, inline="always")
@@ -170,16 +182,8 @@ def _fill(buf, zb, xb, lo0, lo1, h0, h1, na, nb, u0, u1, om, P, c, rho, B):
             else:
                 X = math.exp(-x0 * (x0 - x1))
                 Y = math.exp(-x1 * (x1 - x0))
-            s00 = 1.0 / (1.0 + X)
-            s11 = 1.0 / (1.0 + Y)
-            a00 = s00 + c
-            a01 = 1.0 - s00
-            a10 = 1.0 - s11
-            a11 = s11 + c
-            det = a00 * a11 - a01 * a10
-            a0 = (a11 * u0 - a01 * u1) / det  # z2 = A(z1)^-1 u on sheet s = +1 (the other sheet is its negative)
-            a1 = (a00 * u1 - a10 * u0) / det
-            zb[i, j, 0] = a0
+            det, a0, a1 = _sheet(1.0 / (1.0 + X), 1.0 / (1.0 + Y), c, u0, u1)
+            zb[i, j, 0] = a0  # z2 on sheet s = +1 (the other sheet is its negative)
             zb[i, j, 1] = a1
             ld = math.log(abs(det)) - ljac[j]
             d10 = x0 - om[0, 0]
