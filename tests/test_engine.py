@@ -194,3 +194,14 @@ def test_workers_run_without_dask_diagnostics_unless_the_dashboard_is_served(cli
     assert dask.config.get("distributed.worker.profile.enabled") is True  # not left set in this process
     with connect("local", workers=1, access=Access(dashboard=True)) as served:
         assert set(served.run(_diagnostics).values()) == {(True, "20ms")}
+
+
+def test_load_model_reports_an_unimportable_model_as_text():
+    """`cluster.tasks.load_model` (the early import on a run's own workers) never raises: a model that
+    cannot be imported comes back as its error's text, for the first work to meet again and record with
+    its point; a shipped family loads and returns None."""
+    from seqphase.cluster.tasks import load_model
+
+    assert load_model("glm") is None
+    text = load_model("no_such_module_here:Model")
+    assert text.startswith("ParameterError") and "no_such_module_here" in text
