@@ -1,17 +1,26 @@
-"""The onset's stopping rule (core/onset.py, `settled_low`) replayed on the logged per-iteration runs: does
-stopping the instances whose overlap has settled below a fraction of the level move the onset?
+"""The onset's stopping rule (core/onset.py, `stop_test`: `settled_low` and `settled_flat`) replayed on the
+logged per-iteration runs: does stopping the instances whose overlaps have settled at zero or stand still
+move the onset?
 
-    python benchmarks/onset_stopping.py [--fraction F] [--window W] [--cap 150]
+    python benchmarks/onset_stopping.py [--fraction F] [--window W] [--flat R] [--cap 150]
 
-(defaults: the smi onset method's stop_fraction and stop_window)
+(defaults: the smi onset method's stop_fraction, stop_window and stop_flat; --flat 0 replays the zero rule
+alone)
 
-The logs are the `smi_onset.py cap` reruns of stored instances past the sweep's cap (|M_ll| per iteration, 6
-decimals): c = 1 and c = 0.1 at d = 2000, alpha = 0.7 and 0.8, to 450 iterations; c = 1e-4 at d = 250,
-alpha = 1.0, to 300. Per log: how many instances the rule stops and when, whether any stopped instance is
-above the level later (at the sweep's cap or at any logged iteration after its stop: the rule's verdict
-wrong), the largest change of a stopped instance's final overlap against the capped run's, the iterations
-saved, and the onset at that size from these alphas with the capped values and with the stopped ones (the
-same bootstrap draws).
+Two kinds of log (benchmarks/results/onset/):
+- the `smi_onset.py cap` reruns of stored instances past the sweep's cap (the watched |M11| per iteration, 6
+  decimals): c = 1 and c = 0.1 at d = 2000, alpha = 0.7 and 0.8, to 450 iterations; c = 1e-4 at d = 250,
+  alpha = 1.0, to 300. Only the watched layer is logged, so the replay judges that layer alone (the sweep's
+  rule also waits for |M22|: it stops these runs no earlier than the replay);
+- the `smi_onset_tolerance.py` runs (|M11| and |M22| per iteration, 7 decimals, at most 150 iterations):
+  c = 0.1 at d = 500, alpha = 0.7 and 0.8, 16 seeds, at the onset's posterior tolerance (`tol_strip`).
+
+Per log: how many instances the rule stops and when (by which rule), whether any instance stopped at zero is
+above the level later (at the cap or at any logged iteration after its stop: the zero rule's verdict wrong),
+whether any stopped instance ends on the other side of the level at the cap, the largest change of a
+stopped instance's final overlap against the capped run's (absolute, and relative for those stopped as
+flat), the iterations saved, and the onset at that size from these alphas with the capped values and with
+the stopped ones (the same bootstrap draws).
 """
 
 from __future__ import annotations
@@ -27,61 +36,82 @@ from seqphase.core import onset
 
 OUT = Path(__file__).resolve().parent / "results" / "onset"
 LOGS = ("smi-c1-alpha1-d2000-cap450-v3.jsonl", "smi-c0.1-alpha1-d2000-cap450-v3.jsonl",
-        "smi-c0.0001-alpha1-d250-cap300-v3.jsonl")
+        "smi-c0.0001-alpha1-d250-cap300-v3.jsonl", "smi-c0.1-d500-tol-pairs.jsonl")
 ALPHAS = {"a2": 0.7, "a3": 0.8, "a5": 1.0}  # the alpha1 window's steps 0.5 + 0.1 j
 
 
-def stop_iteration(path, bound, cap, window):
-    """The first iteration t <= cap at which the rule stops this trajectory, or None."""
-    for t in range(window, min(cap, len(path) - 1) + 1):
-        if t < cap and onset.settled_low(path[t - window:t + 1], bound=bound, remaining=cap - t):
+def instances(name, tol_strip):
+    """(d, [(alpha, seed, layers)]) of a log, `layers` the per-iteration |M_ll| (one row per logged layer, the
+    watched |M11| first)."""
+    rows = [json.loads(line) for line in (OUT / name).read_text().splitlines() if line.strip()]
+    if "key" in rows[0]:  # a cap log: the watched layer only
+        d = int(rows[0]["key"].split("-")[1][1:])
+        return d, [(ALPHAS[r["key"].split("-")[2]], int(r["key"].split("-")[3][1:]), np.array([r["trajectory"]]))
+                   for r in rows]
+    rows = [r for r in rows if r["tol_strip"] == tol_strip]
+    return rows[0]["d"], [(r["alpha"], r["seed"], np.array([r["m11"], r["m22"]])) for r in rows]
+
+
+def stop_iteration(layers, test, cap):
+    """The first iteration t < cap at which `test` (core/onset.py, `stop_test` on layer 0) stops the run whose
+    per-iteration overlaps are `layers`, or None."""
+    records = [(np.diag(m),) for m in layers.T]
+    for t in range(1, min(cap, len(records) - 1)):
+        if test(records[:t + 1]):
             return t
     return None
 
 
-def replay(name, fraction, window, cap, level=2.0):
-    rows = [json.loads(line) for line in (OUT / name).read_text().splitlines() if line.strip()]
-    d = int(rows[0]["key"].split("-")[1][1:])
+def replay(name, fraction, window, flat, cap, tol_strip, level=2.0):
+    d, runs = instances(name, tol_strip)
     lev = level / math.sqrt(d)
     bound = fraction * lev
-    steps = sorted({r["key"].split("-")[2] for r in rows})
-    seeds = sorted({int(r["key"].split("-")[3][1:]) for r in rows})
-    capped = np.full((len(steps), len(seeds)), np.nan)
+    test = onset.stop_test(0, d, level=level, fraction=fraction, cap=cap, window=window, flat=flat)
+    low_only = onset.stop_test(0, d, level=level, fraction=fraction, cap=cap, window=window)
+    alphas = sorted({a for a, _, _ in runs})
+    seeds = sorted({s for _, s, _ in runs})
+    capped = np.full((len(alphas), len(seeds)), np.nan)
     stopped = capped.copy()
-    n_stop = wrong = 0
-    change, saved, total = 0.0, 0, 0
+    n_low = n_flat = wrong = flipped = 0
+    change, rel, saved, total = 0.0, 0.0, 0, 0
     when = []
-    for r in rows:
-        _, _, step, seed = r["key"].split("-")
-        i, j = steps.index(step), seeds.index(int(seed[1:]))
-        path = r["trajectory"]
+    for alpha, seed, layers in runs:
+        i, j = alphas.index(alpha), seeds.index(seed)
+        path = layers[0]
         end = min(cap, len(path) - 1)  # the capped run's last iteration (earlier if it met the tolerance)
         capped[i, j] = path[end]
-        t = stop_iteration(path, bound, cap, window)
+        t = stop_iteration(layers, test, cap)
         stopped[i, j] = path[end] if t is None else path[t]
         total += end
-        if t is not None:
-            n_stop += 1
-            when.append(t)
-            saved += end - t
-            change = max(change, abs(path[t] - path[end]))
+        if t is None:
+            continue
+        when.append(t)
+        saved += end - t
+        change = max(change, abs(path[t] - path[end]))
+        flipped += (path[t] > lev) != (path[end] > lev)
+        if low_only([(np.diag(m),) for m in layers.T[:t + 1]]):
+            n_low += 1
             wrong += max(path[t:]) > lev
-    alphas = np.array([ALPHAS[s] for s in steps])
-    print(f"{name}: d = {d}, level {lev:.4f}, bound {bound:.2e} (fraction {fraction:g}), window {window}, cap {cap}")
-    print(f"  stopped {n_stop} of {len(rows)} instances (at iterations {min(when, default=0)}-{max(when, default=0)}); "
-          f"above the level after their stop (any logged iteration): {wrong}; largest change of a final overlap "
-          f"{change:.2e}; iterations saved {saved} of {total} ({saved / total:.0%})")
+        else:
+            n_flat += 1
+            rel = max(rel, abs(path[t] - path[end]) / path[end])
+    print(f"{name}: d = {d}, level {lev:.4f}, bound {bound:.2e} (fraction {fraction:g}), window {window}, "
+          f"flat {flat:g}, cap {cap}, {len(layers)} layer(s) logged")
+    print(f"  stopped {n_low + n_flat} of {len(runs)} instances ({n_low} at zero, {n_flat} standing still; at "
+          f"iterations {min(when, default=0)}-{max(when, default=0)}); at zero but above the level later: {wrong}; "
+          f"on the other side of the level at the cap: {flipped}; largest change of a final overlap {change:.2e} "
+          f"(standing still: {rel:.1e} of its value); iterations saved {saved} of {total} ({saved / total:.0%})")
     for i, a in enumerate(alphas):
         print(f"  alpha {a:.1f}: mean capped {capped[i].mean():.5f}, stopped {stopped[i].mean():.5f} "
               f"({(capped[i] > lev).sum()} / {(stopped[i] > lev).sum()} of {len(seeds)} above the level)")
     if len(alphas) > 1:
         for label, obs in (("capped", capped), ("stopped", stopped)):
             try:
-                value, se = onset.onset_at_size(alphas, obs, d, level=level, rng=np.random.default_rng(0))
+                value, se = onset.onset_at_size(np.array(alphas), obs, d, level=level, rng=np.random.default_rng(0))
                 print(f"  onset at d = {d}, {label}: {value:.5f} +- {se:.4f}")
             except onset.OnsetWindowError as exc:
                 print(f"  onset at d = {d}, {label}: {exc}")
-    return wrong
+    return wrong + flipped
 
 
 def main(argv=None):
@@ -91,9 +121,11 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--fraction", type=float, default=defaults["stop_fraction"].default)
     ap.add_argument("--window", type=int, default=defaults["stop_window"].default)
+    ap.add_argument("--flat", type=float, default=defaults["stop_flat"].default)
     ap.add_argument("--cap", type=int, default=150)
     a = ap.parse_args(argv)
-    wrong = sum(replay(name, a.fraction, a.window, a.cap) for name in LOGS)
+    tol_strip = defaults["tol_strip"].default
+    wrong = sum(replay(name, a.fraction, a.window, a.flat, a.cap, tol_strip) for name in LOGS)
     return 1 if wrong else 0
 
 

@@ -47,7 +47,7 @@ benchmarks/results/onset/smi-c<skip>-<transition>-d<d>-cap<N>-v<version>.jsonl (
 per alpha the mean and the instances above the level at the sweep's cap and at the larger one, how many met the
 tolerance, how many still move after the sweep's cap (range of |M_ll| after it above the level), and the onset
 at that size both ways. `--tol-strip T` reruns with the posterior's error tolerance in strip coordinates (skips
-below ~0.4; `Resolution.tol_strip`, 1e-4) at T, logs to ...-cap<N>-tol<T>-v<version>.jsonl, and prints the largest
+below ~0.4; the onset's setting `tol_strip`, 1e-2 since onset version 6, 1e-4 before) at T, logs to ...-cap<N>-tol<T>-v<version>.jsonl, and prints the largest
 difference of |M_ll| from the same instances in the default tolerance's cap logs (any cap; their common
 iterations): whether a trajectory is GAMP's own or the grid's error.
 """
@@ -348,7 +348,7 @@ def cap(skip, transition, d, steps, max_iter, store, n_seeds, workers, overrides
          f"--max-iter {max_iter} is not above the sweep's max_iter {settings['max_iter']}"),
         (not 1 <= n_seeds <= settings["n_seeds"], f"--seeds {n_seeds}: give 1..{settings['n_seeds']}"),
         (tol_strip is not None and not tol_strip > 0,
-         f"--tol-strip {tol_strip}: give a tolerance > 0 (the default is {Resolution().tol_strip:g})"),
+         f"--tol-strip {tol_strip}: give a tolerance > 0 (the point's is {settings['tol_strip']:g})"),
     )
     bad = next((line for wrong, line in checks if wrong), None)
     if bad:

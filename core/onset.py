@@ -181,19 +181,41 @@ def settled_low(recent, *, bound, remaining):
     return bool(logs[-1] + log_rate * max(remaining, 0) < math.log(bound))
 
 
-def stop_test(layer, d, *, level, fraction, cap, window):
+def settled_flat(recent, *, floor, rtol):
+    """Whether an overlap trajectory has stopped moving, judged on `recent`, its |overlap| at the last w + 1
+    iterations: all of them at or above `floor` (below it an overlap is `settled_low`'s to judge: near zero a
+    relative change is noise) and their range at most `rtol` of the current value."""
+    recent = np.asarray(recent, dtype=float)
+    if len(recent) < 2 or not np.all(np.isfinite(recent)) or recent.min() < floor:
+        return False
+    return bool(recent.max() - recent.min() <= rtol * recent[-1])
+
+
+def stop_test(layer, d, *, level, fraction, cap, window, flat=0.0):
     """The stopping rule of one instance as a test on GAMP's records (`core/gamp.py`, `iterate(stop=...)`;
-    each record's first entry is the overlap matrix M): True once |M_layer,layer| over the last `window`
-    iterations has `settled_low` under fraction * level / sqrt(d), the iteration cap being `cap`. None when
-    `window` is 0 (no early stop)."""
+    each record's first entry is the overlap matrix M), with bound = fraction * level / sqrt(d) and `cap` the
+    iteration cap. True once, over the last `window` iterations,
+
+    - |M_layer,layer| (the watched overlap) has `settled_low` under the bound, or
+    - with flat > 0, every layer's |M_ll| has either `settled_flat` (range <= flat of its value, all values
+      at or above the bound) or `settled_low`: the run's overlaps have stopped moving, so its final values
+      are the capped run's to about that fraction. Every layer and not only the watched one, so that an
+      overlap stored beside the watched one (smi's |M11| in the alpha_2 window) is not cut off mid-rise.
+
+    None when `window` is 0 (no early stop)."""
     if window <= 0:
         return None
     bound = fraction * level / math.sqrt(d)
 
     def decided(records):
         t = len(records) - 1
-        return t >= window and settled_low([abs(r[0][layer, layer]) for r in records[t - window:]], bound=bound,
-                                           remaining=cap - t)
+        if t < window:
+            return False
+        diagonals = np.abs(np.array([np.diagonal(np.atleast_2d(r[0])) for r in records[t - window:]]))  # (window + 1, layers)
+        if settled_low(diagonals[:, layer], bound=bound, remaining=cap - t):
+            return True
+        return flat > 0 and all(settled_flat(m, floor=bound, rtol=flat)
+                                or settled_low(m, bound=bound, remaining=cap - t) for m in diagonals.T)
 
     return decided
 
@@ -323,7 +345,8 @@ ONSET_SETTINGS = {
 DESIGNS = ("grid", "sequential")
 
 
-def design_settings(targets, default="sequential", stopping=True, stop_window=20, stop_fraction=1e-3):
+def design_settings(targets, default="sequential", stopping=True, stop_window=20, stop_fraction=1e-3,
+                    stop_flat=1e-2):
     """The settings of the sequential design (`OnsetMethod._sequential_tasks`) and, with `stopping`, of the
     stopping rule (`stop_test`): `targets` {transition: s.e. at which the design stops adding seeds},
     `default` the design a point runs unless a spec sets one. Only a family whose `run_instance` takes the
@@ -343,11 +366,15 @@ def design_settings(targets, default="sequential", stopping=True, stop_window=20
                         low_inclusive=False),
     }
     if stopping:
-        out["stop_window"] = Param("stop_window", "int", "stopping rule: iterations the watched overlap must sit "
-                                   "at zero (0: no early stop)", stop_window, low=0, high=10_000, low_inclusive=True)
+        out["stop_window"] = Param("stop_window", "int", "stopping rule: iterations over which an instance's "
+                                   "overlaps must sit at zero or stand still (0: no early stop)", stop_window, low=0, high=10_000, low_inclusive=True)
         out["stop_fraction"] = Param("stop_fraction", "float", "stopping rule: 'zero' is below this fraction of "
                                      "the level / sqrt(d), with no growth that reaches it by the cap", stop_fraction,
                                      low=0.0, high=1.0)
+        out["stop_flat"] = Param("stop_flat", "float", "stopping rule: an instance also stops once every layer's "
+                                 "overlap has moved by at most this fraction of its value over stop_window "
+                                 "iterations, or sits at zero (0: only the zero rule)", stop_flat, low=0.0,
+                                 high=0.1, low_inclusive=True)
     for t, target in targets.items():
         out[f"{t}_se"] = Param(f"{t}_se", "float", f"sequential: add seeds until the s.e. of {t}_gamp is at "
                                "most this (0: never add)", target, low=0.0, low_inclusive=True)

@@ -414,8 +414,8 @@ def test_cap_reruns_stored_instances_through_their_stored_runs(tmp_path, monkeyp
 
 
 def test_cap_tol_strip_reaches_the_small_skip_posterior(tmp_path, monkeypatch, capsys):
-    """`smi_onset.py cap --tol-strip`: the tolerance reaches the posterior at a small skip (the default's own
-    value, given explicitly, reruns the default's trajectories bit for bit; a coarse one moves them), each
+    """`smi_onset.py cap --tol-strip`: the tolerance reaches the posterior at a small skip (the point's own
+    value, given explicitly, reruns the default's trajectories bit for bit; a much finer one moves them), each
     tolerance has its own log and is compared with the default tolerance's cap log; a tolerance <= 0 is one
     line and exit 2."""
     script, method, store, full = _cap_point(tmp_path, monkeypatch, 0.1)
@@ -431,11 +431,9 @@ def test_cap_tol_strip_reaches_the_small_skip_posterior(tmp_path, monkeypatch, c
         assert f"cap6-v{method.version}.jsonl, 2 instances" in line, line
         return float(line.split("difference ")[1].split(" ")[0])
 
-    from seqphase.core.smi.channels import Resolution
-
-    default = Resolution().tol_strip
-    assert gap(default) == 0.0  # the channel's default value, given explicitly
-    assert gap(1.0) > 0.0  # almost any grid accepted: the trajectories move
+    default = method.settings["tol_strip"].default
+    assert gap(default) == 0.0  # the point's own value, given explicitly
+    assert gap(1e-8) > 0.0  # a much finer grid: the trajectories move
     logs = sorted(p.name for p in (tmp_path / "logs").iterdir())
-    tols = ("", f"tol{default:g}-", "tol1-")
+    tols = ("", f"tol{default:g}-", "tol1e-08-")
     assert logs == sorted(f"smi-c0.1-alpha1-d30-cap6-{t}v{method.version}.jsonl" for t in tols)

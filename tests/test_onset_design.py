@@ -54,6 +54,49 @@ def test_stop_test_watches_one_layer_of_the_records():
     assert onset.stop_test(0, 2000, level=2.0, fraction=1e-3, cap=150, window=0) is None
 
 
+def test_an_overlap_that_stands_still_above_the_bound_is_flat_and_a_moving_one_is_not():
+    floor = 1e-4
+    assert onset.settled_flat([0.178] * 20 + [0.1781], floor=floor, rtol=1e-2)
+    assert onset.settled_flat(0.1 + 1e-4 * np.sin(np.arange(21)), floor=floor, rtol=1e-2)  # jitter of 2e-3 relative
+    assert not onset.settled_flat(np.linspace(0.10, 0.11, 21), floor=floor, rtol=1e-2)  # a drift of 9% of its value
+    assert not onset.settled_flat([5e-5] * 21, floor=floor, rtol=1e-2)  # under the floor: settled_low's to judge
+    assert not onset.settled_flat([0.5] * 20 + [np.nan], floor=floor, rtol=1e-2)
+    # the range, not the net change: a cycle that returns to its start is moving
+    assert not onset.settled_flat(0.1 + 0.02 * np.sin(np.linspace(0, 2 * np.pi, 21)), floor=floor, rtol=1e-2)
+
+
+def test_stop_test_with_flat_stops_only_when_every_layer_has_stopped_moving():
+    def records(m11, m22):
+        return [(np.diag([a, b]), None, 0.0) for a, b in zip(m11, m22)]
+
+    learned, rising, zero = [0.5] * 30, list(np.linspace(0.05, 0.2, 30)), [1e-14] * 30
+    flat = onset.stop_test(0, 2000, level=2.0, fraction=1e-3, cap=150, window=20, flat=1e-2)
+    plain = onset.stop_test(0, 2000, level=2.0, fraction=1e-3, cap=150, window=20)
+    assert flat(records([0.12] * 30, learned)) and not plain(records([0.12] * 30, learned))
+    assert not flat(records([0.12] * 30, rising))  # the watched layer stands still, the other still rises
+    assert not flat(records(rising, learned))
+    assert flat(records(zero, learned)) and flat(records([0.12] * 30, zero))  # a layer at zero is decided too
+    assert not flat(records([0.12] * 30, learned)[:20])  # fewer iterations than the window
+
+
+def test_the_smi_onset_runs_the_posterior_at_its_own_tolerance(monkeypatch):
+    """The onset's instances take the posterior's strip tolerance from the settings (the SE keeps the
+    channel's default), and an explicit resolution (a rerun's) wins."""
+    from seqphase.core.models import get_model
+    from seqphase.core.smi import model as smi_model
+    from seqphase.core.smi.channels import Resolution
+
+    method = get_model("smi").method("onset")
+    settings = {k: p.default for k, p in method.settings.items()}
+    seen = []
+    monkeypatch.setattr(smi_model, "gamp_instance", lambda *a, resolution, stop, **k: (seen.append(resolution), None))
+    method.trace({"skip": 0.1, "depth": 2}, settings, 0.8, 40, 0)
+    method.trace({"skip": 0.1, "depth": 2}, {**settings, "tol_strip": 3e-3}, 0.8, 40, 0)
+    method.trace({"skip": 0.1, "depth": 2}, settings, 0.8, 40, 0, resolution=Resolution(tol_strip=1e-6))
+    assert [r.tol_strip for r in seen] == [settings["tol_strip"], 3e-3, 1e-6]
+    assert settings["tol_strip"] > Resolution().tol_strip  # the SE's default is the tighter one
+
+
 def test_the_gamp_loop_ends_where_the_stop_test_says():
     from seqphase.core.smi.channels import AttentionChannel
     from seqphase.core.smi.gamp import run_gamp, sample_instance

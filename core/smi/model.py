@@ -37,7 +37,7 @@ from seqphase.core.smi import gamp as sgamp
 from seqphase.core.smi import se as sse
 from seqphase.core.smi import sgd as ssgd
 from seqphase.core.smi import thresholds as sth
-from seqphase.core.smi.channels import AttentionChannel
+from seqphase.core.smi.channels import AttentionChannel, Resolution
 
 
 def _f(name, doc, default, low=None, high=None, low_inclusive=False, high_inclusive=True):
@@ -111,6 +111,10 @@ _ONSET = {**onset.ONSET_SETTINGS, **onset.window_settings("alpha2", 0.1, 0.5, 9)
           **onset.window_settings("alpha1", 0.5, 1.1, 7),
           **{k: v for k, v in _GAMP.items() if k not in ("d", "n_seeds", "n_gen")},
           "max_iter": _i("max_iter", "GAMP iterations at most (stops earlier at tol)", 150, 1, 10_000),
+          # the SE's 1e-4 costs twice the level-0 grid at c = 0.1 for errors of the posterior mean below 1e-4 of
+          # its sd; 1e-2 errs by at most 6e-3 sd (p99 5e-4) on GAMP's own calls (docs/validation/smi.md)
+          "tol_strip": _f("tol_strip", "posterior's error tolerance on the strip grid (skips below ~0.4), "
+                          "relative to the total weight (the SE's: 1e-4)", 1e-2, 0.0, 0.1),
           # the precision of the 16-seed grid design at c = 0.1 (docs/validation/smi.md, Thresholds by GAMP)
           **onset.design_settings({"alpha2": 0.019, "alpha1": 0.024})}
 _SGD = {
@@ -363,14 +367,18 @@ class Onset(onset.OnsetMethod):
     def trace(self, params, settings, alpha, d, stream, resolution=None, watch=None):
         """GAMP's whole trace on one instance (overlaps per iteration): what `run_instance` reads its final
         overlaps off, and what a rerun to another cap continues (benchmarks/smi_onset.py cap; its
-        `--tol-strip` passes a `resolution` other than the channel's default, the sweep never does).
+        `--tol-strip` passes a `resolution` other than the settings', the sweep never does). Without one the
+        posterior runs at the settings' `tol_strip`.
         `watch` (an observable, "overlap_1" or "overlap_2"): the stopping rule (core/onset.py, `stop_test`)
         watches that layer's |M_ll| when the settings' stop_window is > 0; None: no early stop."""
         stop = None
         if watch is not None and settings.get("stop_window", 0) > 0:
             stop = onset.stop_test(int(watch[-1]) - 1, d, level=settings["level"],
                                    fraction=settings["stop_fraction"], cap=settings["max_iter"],
-                                   window=settings["stop_window"])
+                                   window=settings["stop_window"], flat=settings["stop_flat"])
+        if resolution is None:
+            # settings stored before onset version 6 have no tol_strip: they ran at the channel's default
+            resolution = Resolution(tol_strip=settings.get("tol_strip", Resolution().tol_strip))
         tr, _ = gamp_instance(params, settings, alpha, d, stream, n_gen=10,  # the plug-in error is not used
                               resolution=resolution, stop=stop)
         return tr
@@ -420,10 +428,11 @@ class SMIModel(Model):
                                        "fixed; v8: small-skip grid refined per axis; v9: the posterior's sigmoids "
                                        "from running products)",
                                        excludes=("alpha",)),
-                "onset": Onset(_ONSET, version=5, doc="alpha_2 and alpha_1 by GAMP at several sizes d, "
+                "onset": Onset(_ONSET, version=6, doc="alpha_2 and alpha_1 by GAMP at several sizes d, "
                                "extrapolated d -> infinity (v2: diverged GAMP runs left out of the rule; v3: "
                                "small-skip grid refined per axis; v4: the sequential design and the stopping "
-                               "rule of core/onset.py; v5: the posterior's sigmoids from running products)",
+                               "rule of core/onset.py; v5: the posterior's sigmoids from running products; v6: the posterior at "
+                               "tol_strip = 1e-2, instances whose overlaps stand still stop, stop_flat)",
                                excludes=("alpha",)),
                 # alpha is a setting of sgd (not a grid dim): the log length depends on it
                 "sgd": SGD(_SGD, version=1, doc="layer-wise SGD experiment", excludes=("alpha",)),

@@ -387,8 +387,10 @@ def _refine(acc, buf, zb, xb, axes, box, u0, u1, om, P, c, rho, B, n0, na, nb, n
     by the axes' own estimates (`_next_sizes`; up to 4 n0 cells in m and 16 n0 in t; until gamp version 4
     / SE version 6 / threshold version 8 / onset version 3 both axes were doubled there too)."""
     lo0, hi0, lo1, hi1 = box[0], box[1], box[2], box[3]
-    cap0 = 4 * n0
-    cap1 = 16 * n0 if tol > 0.0 else 4 * n0
+    # never past the buffers (`posterior_2layer` sizes them for the chart: a plain grid has 4 n0 columns, so a
+    # caller passing tol > 0 there refines within them instead of writing beyond them)
+    cap0 = min(4 * n0, buf.shape[0])
+    cap1 = min(16 * n0 if tol > 0.0 else 4 * n0, buf.shape[1])
     for level in range(max_level):
         h0 = (hi0 - lo0) / na
         h1 = (hi1 - lo1) / nb

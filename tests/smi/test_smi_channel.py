@@ -326,6 +326,32 @@ def test_small_skip_posterior_at_gamp_cavities(c):
             _assert_matches_dense_strip(ch, om, z, V, c, 4)
 
 
+def test_plain_grid_with_an_error_tolerance_stays_in_its_buffers():
+    """A caller may pass tol > 0 with the plain grid (rho >= RHO_MAX), which the channel never does: its
+    refinement must stay within the plain grid's buffers (4 n0 columns, not the strip chart's 16 n0). This
+    sample (a GAMP call at c = 0.1, d = 1000, evaluated at n0 = 80, where c = 0.1 takes the plain grid)
+    wrote past them and aborted the process at exit; run in a subprocess, it must end cleanly, with a result
+    close to the plain grid's own (tol = 0)."""
+    import subprocess
+    import sys
+
+    code = """
+import numpy as np
+from seqphase.core.smi.posterior import posterior_2layer
+u = np.array([[-0.94120574, 0.04692114]])
+om = np.array([[[0.03964962, 0.12307822], [-1.95347784, 1.06915787]]])
+P = np.array([[1.16019049, -0.03539384], [-0.03539384, 10.42709495]])
+args = (0.928448539789372, 0.1, 80, 30.0)
+tight = posterior_2layer(u, om, P, *args, 1e-7, 6, 1.0, 0.6034915508630918)
+plain = posterior_2layer(u, om, P, *args, 0.0, 6, 1.0, 0.6034915508630918)
+assert all(np.all(np.isfinite(a)) for a in tight)
+assert np.abs(tight[1] - plain[1]).max() < 1e-2 and abs(tight[0][0] - plain[0][0]) < 1e-2
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", (out.returncode, out.stderr[-500:])
+
+
 def test_strip_map_inverse_hits_its_target():
     """`posterior._tmap` inverts `_emap` (the strip box's ends in t): e(t(e)) = e within 1e-9 over targets
     spanning the boxes of V11 in [0.3, 1] and c in [1e-4, 0.3] (it once returned a bisection midpoint after
