@@ -12,8 +12,8 @@ Two kinds of log (benchmarks/results/onset/):
   decimals): c = 1 and c = 0.1 at d = 2000, alpha = 0.7 and 0.8, to 450 iterations; c = 1e-4 at d = 250,
   alpha = 1.0, to 300. Only the watched layer is logged, so the replay judges that layer alone (the sweep's
   rule also waits for |M22|: it stops these runs no earlier than the replay);
-- the `smi_onset_tolerance.py` runs (|M11| and |M22| per iteration, 7 decimals, at most 150 iterations):
-  c = 0.1 at d = 500, alpha = 0.7 and 0.8, 16 seeds, at the onset's posterior tolerance (`tol_strip`).
+- the `smi_onset_grid.py` runs (|M11| and |M22| per iteration, 7 decimals, at most 150 iterations):
+  c = 0.1 at d = 500, alpha = 0.7 and 0.8, 16 seeds, on the onset's posterior grid (`posterior`).
 
 Per log: how many instances the rule stops and when (by which rule), whether any instance stopped at zero is
 above the level later (at the cap or at any logged iteration after its stop: the zero rule's verdict wrong),
@@ -36,11 +36,11 @@ from seqphase.core import onset
 
 OUT = Path(__file__).resolve().parent / "results" / "onset"
 LOGS = ("smi-c1-alpha1-d2000-cap450-v3.jsonl", "smi-c0.1-alpha1-d2000-cap450-v3.jsonl",
-        "smi-c0.0001-alpha1-d250-cap300-v3.jsonl", "smi-c0.1-d500-tol-pairs.jsonl")
+        "smi-c0.0001-alpha1-d250-cap300-v3.jsonl", "smi-c0.1-d500-grid-pairs.jsonl")
 ALPHAS = {"a2": 0.7, "a3": 0.8, "a5": 1.0}  # the alpha1 window's steps 0.5 + 0.1 j
 
 
-def instances(name, tol_strip):
+def instances(name, grid):
     """(d, [(alpha, seed, layers)]) of a log, `layers` the per-iteration |M_ll| (one row per logged layer, the
     watched |M11| first)."""
     rows = [json.loads(line) for line in (OUT / name).read_text().splitlines() if line.strip()]
@@ -48,7 +48,7 @@ def instances(name, tol_strip):
         d = int(rows[0]["key"].split("-")[1][1:])
         return d, [(ALPHAS[r["key"].split("-")[2]], int(r["key"].split("-")[3][1:]), np.array([r["trajectory"]]))
                    for r in rows]
-    rows = [r for r in rows if r["tol_strip"] == tol_strip]
+    rows = [r for r in rows if r["posterior"] == grid]
     return rows[0]["d"], [(r["alpha"], r["seed"], np.array([r["m11"], r["m22"]])) for r in rows]
 
 
@@ -62,8 +62,8 @@ def stop_iteration(layers, test, cap):
     return None
 
 
-def replay(name, fraction, window, flat, cap, tol_strip, level=2.0):
-    d, runs = instances(name, tol_strip)
+def replay(name, fraction, window, flat, cap, grid, level=2.0):
+    d, runs = instances(name, grid)
     lev = level / math.sqrt(d)
     bound = fraction * lev
     test = onset.stop_test(0, d, level=level, fraction=fraction, cap=cap, window=window, flat=flat)
@@ -124,8 +124,8 @@ def main(argv=None):
     ap.add_argument("--flat", type=float, default=defaults["stop_flat"].default)
     ap.add_argument("--cap", type=int, default=150)
     a = ap.parse_args(argv)
-    tol_strip = defaults["tol_strip"].default
-    wrong = sum(replay(name, a.fraction, a.window, a.flat, a.cap, tol_strip) for name in LOGS)
+    grid = defaults["posterior"].default
+    wrong = sum(replay(name, a.fraction, a.window, a.flat, a.cap, grid) for name in LOGS)
     return 1 if wrong else 0
 
 

@@ -47,7 +47,7 @@ benchmarks/results/onset/smi-c<skip>-<transition>-d<d>-cap<N>-v<version>.jsonl (
 per alpha the mean and the instances above the level at the sweep's cap and at the larger one, how many met the
 tolerance, how many still move after the sweep's cap (range of |M_ll| after it above the level), and the onset
 at that size both ways. `--tol-strip T` reruns with the posterior's error tolerance in strip coordinates (skips
-below ~0.4; the onset's setting `tol_strip`, 1e-2 since onset version 6, 1e-4 before) at T, logs to ...-cap<N>-tol<T>-v<version>.jsonl, and prints the largest
+below ~0.4; that of the point's `posterior` grid otherwise: 1e-2 for 'coarse', 1e-4 for 'fine') at T, logs to ...-cap<N>-tol<T>-v<version>.jsonl, and prints the largest
 difference of |M_ll| from the same instances in the default tolerance's cap logs (any cap; their common
 iterations): whether a trajectory is GAMP's own or the grid's error.
 """
@@ -60,6 +60,7 @@ import os
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import replace
 from pathlib import Path
 
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -68,7 +69,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np
 
 from seqphase.core import onset
-from seqphase.core.smi.channels import Resolution
+from seqphase.core.smi.channels import RESOLUTIONS
 
 OUT = Path(__file__).resolve().parent / "results" / "onset"
 SWEEP = "smi-thresholds-gamp"
@@ -348,7 +349,8 @@ def cap(skip, transition, d, steps, max_iter, store, n_seeds, workers, overrides
          f"--max-iter {max_iter} is not above the sweep's max_iter {settings['max_iter']}"),
         (not 1 <= n_seeds <= settings["n_seeds"], f"--seeds {n_seeds}: give 1..{settings['n_seeds']}"),
         (tol_strip is not None and not tol_strip > 0,
-         f"--tol-strip {tol_strip}: give a tolerance > 0 (the point's is {settings['tol_strip']:g})"),
+         f"--tol-strip {tol_strip}: give a tolerance > 0 (the point's is "
+         f"{RESOLUTIONS[settings['posterior']].tol_strip:g})"),
     )
     bad = next((line for wrong, line in checks if wrong), None)
     if bad:
@@ -366,7 +368,7 @@ def cap(skip, transition, d, steps, max_iter, store, n_seeds, workers, overrides
     longer, params, longer_settings, stream, _ = point(skip, list(overrides) + [f"max_iter={max_iter}"])
     works = {w.key: w for w in next(longer.tasks(params, longer_settings, stream))}
     version = longer.version
-    resolution = None if tol_strip is None else Resolution(tol_strip=tol_strip)
+    resolution = None if tol_strip is None else replace(RESOLUTIONS[settings["posterior"]], tol_strip=tol_strip)
     tol = "" if tol_strip is None else f"-tol{tol_strip:g}"
     path = OUT / f"smi-c{skip:g}-{transition}-d{d}-cap{max_iter}{tol}-v{version}.jsonl"
     OUT.mkdir(parents=True, exist_ok=True)

@@ -55,12 +55,14 @@ sets design = sequential, without the stopping rule):
   lie on their side of the level its onset at that size is the grid's, bit for bit; the bootstrap draws
   differ. Each step is a round of works (`Method.tasks`), both transitions side by side.
 
-The stopping rule (`stop_test`, settings stop_window and stop_fraction): an instance stops before the
-iteration cap once the overlap its transition reads has stayed below stop_fraction x level / sqrt(d) for
+The stopping rule (`stop_test`, settings stop_window, stop_fraction and stop_flat): an instance stops before
+the iteration cap once the overlap its transition reads has stayed below stop_fraction x level / sqrt(d) for
 stop_window iterations and its fastest recent growth, continued to the cap, stays below that bound
 (`settled_low`): the run's final overlap at the cap would be below the level, within that bound of the
-stopped value. Replayed on the runs logged past the cap (benchmarks/onset_stopping.py) the defaults (20
-iterations, 1e-3) stop no instance that rises later and leave the onset at d = 2000 unchanged.
+stopped value; or once every layer's overlap stands still (`settled_flat`: within stop_flat of its value over
+the window) or is at zero. Replayed on the logged runs (benchmarks/onset_stopping.py) the defaults (20
+iterations, 3e-3, 1e-2) stop no instance that ends on the other side of the level at the cap and move the onset
+at d = 2000 by at most 7e-5.
 """
 
 from __future__ import annotations
@@ -345,7 +347,7 @@ ONSET_SETTINGS = {
 DESIGNS = ("grid", "sequential")
 
 
-def design_settings(targets, default="sequential", stopping=True, stop_window=20, stop_fraction=1e-3,
+def design_settings(targets, default="sequential", stopping=True, stop_window=20, stop_fraction=3e-3,
                     stop_flat=1e-2):
     """The settings of the sequential design (`OnsetMethod._sequential_tasks`) and, with `stopping`, of the
     stopping rule (`stop_test`): `targets` {transition: s.e. at which the design stops adding seeds},

@@ -431,7 +431,9 @@ def test_cap_tol_strip_reaches_the_small_skip_posterior(tmp_path, monkeypatch, c
         assert f"cap6-v{method.version}.jsonl, 2 instances" in line, line
         return float(line.split("difference ")[1].split(" ")[0])
 
-    default = method.settings["tol_strip"].default
+    from seqphase.core.smi.channels import RESOLUTIONS
+
+    default = RESOLUTIONS[method.settings["posterior"].default].tol_strip
     assert gap(default) == 0.0  # the point's own value, given explicitly
     assert gap(1e-8) > 0.0  # a much finer grid: the trajectories move
     logs = sorted(p.name for p in (tmp_path / "logs").iterdir())

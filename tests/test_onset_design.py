@@ -79,22 +79,24 @@ def test_stop_test_with_flat_stops_only_when_every_layer_has_stopped_moving():
     assert not flat(records([0.12] * 30, learned)[:20])  # fewer iterations than the window
 
 
-def test_the_smi_onset_runs_the_posterior_at_its_own_tolerance(monkeypatch):
-    """The onset's instances take the posterior's strip tolerance from the settings (the SE keeps the
-    channel's default), and an explicit resolution (a rerun's) wins."""
+def test_the_smi_onset_runs_the_posterior_on_its_own_grid(monkeypatch):
+    """The onset's instances take the posterior's grid from the settings (`posterior`, default 'coarse'; the
+    SE keeps the channel's default, 'fine'), settings stored before the setting existed run on 'fine', and an
+    explicit resolution (a rerun's) wins."""
     from seqphase.core.models import get_model
     from seqphase.core.smi import model as smi_model
-    from seqphase.core.smi.channels import Resolution
+    from seqphase.core.smi.channels import RESOLUTIONS, AttentionChannel, Resolution
 
     method = get_model("smi").method("onset")
     settings = {k: p.default for k, p in method.settings.items()}
     seen = []
     monkeypatch.setattr(smi_model, "gamp_instance", lambda *a, resolution, stop, **k: (seen.append(resolution), None))
     method.trace({"skip": 0.1, "depth": 2}, settings, 0.8, 40, 0)
-    method.trace({"skip": 0.1, "depth": 2}, {**settings, "tol_strip": 3e-3}, 0.8, 40, 0)
+    method.trace({"skip": 0.1, "depth": 2}, {**settings, "posterior": "fine"}, 0.8, 40, 0)
+    method.trace({"skip": 0.1, "depth": 2}, {k: v for k, v in settings.items() if k != "posterior"}, 0.8, 40, 0)
     method.trace({"skip": 0.1, "depth": 2}, settings, 0.8, 40, 0, resolution=Resolution(tol_strip=1e-6))
-    assert [r.tol_strip for r in seen] == [settings["tol_strip"], 3e-3, 1e-6]
-    assert settings["tol_strip"] > Resolution().tol_strip  # the SE's default is the tighter one
+    assert seen == [RESOLUTIONS["coarse"], Resolution(), Resolution(), Resolution(tol_strip=1e-6)]
+    assert settings["posterior"] == "coarse" and AttentionChannel(2, 0.1).resolution == RESOLUTIONS["fine"]
 
 
 def test_the_gamp_loop_ends_where_the_stop_test_says():

@@ -71,6 +71,18 @@ class Resolution:
     z2_max: float = 1e-3
     z2_v11_min: float = 0.02
     neff_z2: float = 100.0
+    # cells lighter than e^weight_floor of the grid's peak weigh 0 (`posterior._weigh`; -708: only those a
+    # double cannot tell from 0 next to the peak, the same bits as no floor)
+    weight_floor: float = -708.0
+    # the level-0 cell of the strip axis t in units of the m cell (the error estimate and the refinement keep
+    # answering for the accuracy; a coarser level 0 is refined more often)
+    t_step: float = 1.0
+
+
+#: the posterior grids a method can ask for by name: "fine" is the SE's (and the gamp method's); "coarse" is the
+#: onset's default, whose errors stay below 2% of the posterior sd at c <= 0.1 on GAMP's own calls and cost
+#: ~0.35-0.5 of "fine"'s there (docs/validation/smi.md, The onset's posterior grid)
+RESOLUTIONS = {"fine": Resolution(), "coarse": Resolution(tol_strip=1e-2, weight_floor=-50.0, t_step=1.25)}
 
 
 @dataclass(frozen=True)
@@ -155,7 +167,7 @@ class AttentionChannel(Channel):
             neff, tol = (r.neff, 0.0) if rho >= RHO_MAX else (r.neff_strip, r.tol_strip)
             P = np.linalg.inv(V)
             z1_chart = lambda rows: posterior_2layer(u[rows], omega[rows], P, sd1, self.skip, r.n0, neff, tol,
-                                                     r.max_level, rho, B)
+                                                     r.max_level, rho, B, r.weight_floor, r.t_step)
             if self.uses_z2_chart(V):
                 logZ, mean, second = posterior_2layer_z2(u, omega, P, float(np.sqrt(V[1, 1])), self.skip, r.n0,
                                                          r.neff_z2, r.max_level)

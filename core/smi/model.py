@@ -37,7 +37,7 @@ from seqphase.core.smi import gamp as sgamp
 from seqphase.core.smi import se as sse
 from seqphase.core.smi import sgd as ssgd
 from seqphase.core.smi import thresholds as sth
-from seqphase.core.smi.channels import AttentionChannel, Resolution
+from seqphase.core.smi.channels import RESOLUTIONS, AttentionChannel
 
 
 def _f(name, doc, default, low=None, high=None, low_inclusive=False, high_inclusive=True):
@@ -111,10 +111,11 @@ _ONSET = {**onset.ONSET_SETTINGS, **onset.window_settings("alpha2", 0.1, 0.5, 9)
           **onset.window_settings("alpha1", 0.5, 1.1, 7),
           **{k: v for k, v in _GAMP.items() if k not in ("d", "n_seeds", "n_gen")},
           "max_iter": _i("max_iter", "GAMP iterations at most (stops earlier at tol)", 150, 1, 10_000),
-          # the SE's 1e-4 costs twice the level-0 grid at c = 0.1 for errors of the posterior mean below 1e-4 of
-          # its sd; 1e-2 errs by at most 6e-3 sd (p99 5e-4) on GAMP's own calls (docs/validation/smi.md)
-          "tol_strip": _f("tol_strip", "posterior's error tolerance on the strip grid (skips below ~0.4), "
-                          "relative to the total weight (the SE's: 1e-4)", 1e-2, 0.0, 0.1),
+          # the SE's grid errs by < 1e-3 of the posterior sd at 2-3x the cost of one whose errors stay below 2%
+          # of it on GAMP's own calls (channels.RESOLUTIONS; docs/validation/smi.md)
+          "posterior": Param("posterior", "choice", "the posterior's grid: 'coarse' (strip-grid tolerance 1e-2, "
+                             "weights below e^-50 of the peak dropped, level-0 strip cells 1.25 wide) or 'fine' "
+                             "(the SE's)", "coarse", choices=tuple(RESOLUTIONS)),
           # the precision of the 16-seed grid design at c = 0.1 (docs/validation/smi.md, Thresholds by GAMP)
           **onset.design_settings({"alpha2": 0.019, "alpha1": 0.024})}
 _SGD = {
@@ -368,7 +369,7 @@ class Onset(onset.OnsetMethod):
         """GAMP's whole trace on one instance (overlaps per iteration): what `run_instance` reads its final
         overlaps off, and what a rerun to another cap continues (benchmarks/smi_onset.py cap; its
         `--tol-strip` passes a `resolution` other than the settings', the sweep never does). Without one the
-        posterior runs at the settings' `tol_strip`.
+        posterior runs on the settings' grid (`posterior`, channels.RESOLUTIONS).
         `watch` (an observable, "overlap_1" or "overlap_2"): the stopping rule (core/onset.py, `stop_test`)
         watches that layer's |M_ll| when the settings' stop_window is > 0; None: no early stop."""
         stop = None
@@ -377,8 +378,8 @@ class Onset(onset.OnsetMethod):
                                    fraction=settings["stop_fraction"], cap=settings["max_iter"],
                                    window=settings["stop_window"], flat=settings["stop_flat"])
         if resolution is None:
-            # settings stored before onset version 6 have no tol_strip: they ran at the channel's default
-            resolution = Resolution(tol_strip=settings.get("tol_strip", Resolution().tol_strip))
+            # settings stored before onset version 6 have no `posterior`: they ran on the SE's grid
+            resolution = RESOLUTIONS[settings.get("posterior", "fine")]
         tr, _ = gamp_instance(params, settings, alpha, d, stream, n_gen=10,  # the plug-in error is not used
                               resolution=resolution, stop=stop)
         return tr
@@ -431,8 +432,9 @@ class SMIModel(Model):
                 "onset": Onset(_ONSET, version=6, doc="alpha_2 and alpha_1 by GAMP at several sizes d, "
                                "extrapolated d -> infinity (v2: diverged GAMP runs left out of the rule; v3: "
                                "small-skip grid refined per axis; v4: the sequential design and the stopping "
-                               "rule of core/onset.py; v5: the posterior's sigmoids from running products; v6: the posterior at "
-                               "tol_strip = 1e-2, instances whose overlaps stand still stop, stop_flat)",
+                               "rule of core/onset.py; v5: the posterior's sigmoids from running products; v6: the 'coarse' "
+                               "posterior grid, instances whose overlaps stand still stop (stop_flat), "
+                               "stop_fraction 3e-3)",
                                excludes=("alpha",)),
                 # alpha is a setting of sgd (not a grid dim): the log length depends on it
                 "sgd": SGD(_SGD, version=1, doc="layer-wise SGD experiment", excludes=("alpha",)),

@@ -263,22 +263,24 @@ def _next_sizes(na, nb, shrink0, shrink1, axes, tot, tol, n0, cap0, cap1):
 
 
 @njit(cache=True)
-def _weigh(buf, na, nb, top):
+def _weigh(buf, na, nb, top, floor):
     """Turn the log-weights into weights relative to the peak, in place (each exp is taken once and
     reused by `_accumulate` and `_mass_box`); returns the effective number of cells (sum w)^2 / sum w^2
-    and the total weight sum w."""
+    and the total weight sum w. A cell whose log-weight lies more than -floor below the peak's weighs 0."""
     s1 = 0.0
     s2 = 0.0
     for i in range(na):
         for j in range(nb):
-            # below e^-708 (1e-307 of the peak) a weight is 0 here: `_accumulate` and `_mass_box` skip it and
-            # it cannot move s1 (>= 1, the peak's) or s2, so every output is the same to the bit; the exp of
-            # such an argument (a subnormal or 0) takes libm's slow path: skipping it makes the posterior ~20%
-            # faster where V22 ~ 1e-2 (the SE above alpha_1; `python benchmarks/smi_se_speed.py posterior`)
+            # at floor = -708 (1e-307 of the peak, `Resolution.weight_floor`'s default) such a weight cannot
+            # move s1 (>= 1, the peak's) or s2, and `_accumulate` and `_mass_box` skip it, so every output is
+            # the same to the bit; the exp of such an argument (a subnormal or 0) takes libm's slow path:
+            # skipping it makes the posterior ~20% faster where V22 ~ 1e-2 (the SE above alpha_1; `python
+            # benchmarks/smi_se_speed.py posterior`). A higher floor (the onset's -50: 2e-22 of the peak)
+            # skips the exps of cells that cannot count at any tolerance the grid is asked for
             x0 = buf[i, j, 0] - top
             x1 = buf[i, j, 1] - top
-            w0 = 0.0 if x0 <= -708.0 else math.exp(x0)  # (a NaN still goes to exp)
-            w1 = 0.0 if x1 <= -708.0 else math.exp(x1)
+            w0 = 0.0 if x0 <= floor else math.exp(x0)  # (a NaN still goes to exp)
+            w1 = 0.0 if x1 <= floor else math.exp(x1)
             buf[i, j, 0] = w0
             buf[i, j, 1] = w1
             w = w0 + w1
@@ -379,7 +381,7 @@ def _mass_box(buf, xb, lo0, lo1, h0, h1, na, nb, side0, side1, which):
 
 
 @njit(cache=True)
-def _refine(acc, buf, zb, xb, axes, box, u0, u1, om, P, c, rho, B, n0, na, nb, neff, tol, max_level):
+def _refine(acc, buf, zb, xb, axes, box, u0, u1, om, P, c, rho, B, n0, na, nb, neff, tol, max_level, floor):
     """Re-grid `box` (na x nb cells first) until the grid resolves its mass (the acceptance of level 0), or
     max_level grids (`axes`: scratch for the per-axis error estimates). A grid short of effective cells is re-gridded on its mass box with the same cells,
     both axes doubled (up to 4 n0) when the box does not shrink (a ridge); the plain grid (tol = 0) has
@@ -396,7 +398,7 @@ def _refine(acc, buf, zb, xb, axes, box, u0, u1, om, P, c, rho, B, n0, na, nb, n
         h1 = (hi1 - lo1) / nb
         top = _fill(buf, zb, xb, lo0, lo1, h0, h1, na, nb, u0, u1, om, P, c, rho, B)
         bad = _roughness_axes(buf, na, nb, top, axes) if tol > 0.0 else 0.0
-        ne, tot = _weigh(buf, na, nb, top)
+        ne, tot = _weigh(buf, na, nb, top, floor)
         if (ne >= neff and bad <= tol * tot) or level == max_level - 1:
             _accumulate(acc, buf, zb, xb, h0, h1, na, nb, top)
             return
@@ -413,7 +415,7 @@ def _refine(acc, buf, zb, xb, axes, box, u0, u1, om, P, c, rho, B, n0, na, nb, n
 
 @njit(cache=True)
 def _zoom(acc, buf, zb, xb, axes, scratch, box, lo0, hi0, lo1, hi1, u0, u1, om, P, c, rho, B, n0, nb, h, h1, tot,
-          rough, neff, tol, max_level):
+          rough, neff, tol, max_level, floor):
     """`_refine` one mass box [lo0, hi0] x [lo1, hi1] of the level-0 grid (n0 x nb cells of h x h1). In strip
     coordinates a level 0 that failed the error estimate (`rough`, its per-axis estimates in `axes`, left
     as they are: `_refine` works in `scratch`) starts the box at least as fine as level 0, per axis
@@ -423,7 +425,7 @@ def _zoom(acc, buf, zb, xb, axes, scratch, box, lo0, hi0, lo1, hi1, u0, u1, om, 
     if rough:
         na, nb1 = _next_sizes(n0, nb, (hi0 - lo0) / (n0 * h), (hi1 - lo1) / (nb * h1), axes, tot, tol, n0,
                               buf.shape[0], buf.shape[1])
-    _refine(acc, buf, zb, xb, scratch, box, u0, u1, om, P, c, rho, B, n0, na, nb1, neff, tol, max_level)
+    _refine(acc, buf, zb, xb, scratch, box, u0, u1, om, P, c, rho, B, n0, na, nb1, neff, tol, max_level, floor)
 
 
 def strip_map(c, sd1, n0):
@@ -439,9 +441,11 @@ def strip_map(c, sd1, n0):
 
 
 @njit(cache=True)
-def posterior_2layer(u, om, P, sd1, c, n0, neff, tol, max_level, rho, B):
+def posterior_2layer(u, om, P, sd1, c, n0, neff, tol, max_level, rho, B, floor=-708.0, t_step=1.0):
     """log Z (N,), mean (N, 4), second moments (N, 4, 4) of the 2-layer T = 2 posterior; (rho, B) from
-    `strip_map` (rho >= RHO_MAX: plain grid)."""
+    `strip_map` (rho >= RHO_MAX: plain grid). `floor`: log of the relative weight below which a cell counts 0
+    (`_weigh`); `t_step`: the level-0 cell of the strip axis t in units of the m cell (the error estimate
+    and the refinement answer for the accuracy either way; `Resolution`)."""
     N = u.shape[0]
     n_max = 4 * n0
     # strip coordinates refine t alone up to 16 n0 cells (`_refine`)
@@ -470,7 +474,7 @@ def posterior_2layer(u, om, P, sd1, c, n0, neff, tol, max_level, rho, B):
             e_mid = o[0, 0] - o[0, 1]
             lo1 = _tmap(e_mid - BOX_SIGMAS * math.sqrt(2.0) * sd1, rho, B)
             hi1 = _tmap(e_mid + BOX_SIGMAS * math.sqrt(2.0) * sd1, rho, B)
-            nb = min(n_max, int(math.ceil((hi1 - lo1) / h)))
+            nb = min(n_max, int(math.ceil((hi1 - lo1) / (t_step * h))))
             h1 = (hi1 - lo1) / nb
         else:
             lo0 = o[0, 0] - BOX_SIGMAS * sd1
@@ -479,7 +483,7 @@ def posterior_2layer(u, om, P, sd1, c, n0, neff, tol, max_level, rho, B):
             h1 = h
         top = _fill(buf, zb, xb, lo0, lo1, h, h1, n0, nb, u0, u1, o, P, c, rho, B)
         bad = _roughness_axes(buf, n0, nb, top, axes) if tol > 0.0 else 0.0
-        ne, tot = _weigh(buf, n0, nb, top)
+        ne, tot = _weigh(buf, n0, nb, top, floor)
         if ne >= neff and bad <= tol * tot:
             _accumulate(acc, buf, zb, xb, h, h1, n0, nb, top)
         else:
@@ -501,10 +505,10 @@ def posterior_2layer(u, om, P, sd1, c, n0, neff, tol, max_level, rho, B):
                 a0, b0, a1, b1 = min(a0, c0), max(b0, d0), min(a1, c1), max(b1, d1)
             rough = tol > 0.0 and bad > tol * tot
             _zoom(acc, buf, zb, xb, axes, scratch, box, a0, b0, a1, b1, u0, u1, o, P, c, rho, B, n0, nb, h, h1,
-                  tot, rough, neff, tol, max_level)
+                  tot, rough, neff, tol, max_level, floor)
             if fb and not overlap:
                 _zoom(acc, buf, zb, xb, axes, scratch, box, c0, d0, c1, d1, u0, u1, o, P, c, rho, B, n0, nb, h, h1,
-                      tot, rough, neff, tol, max_level)
+                      tot, rough, neff, tol, max_level, floor)
         logZ[k] = acc[0] + math.log(acc[1])
         for a in range(4):
             mean[k, a] = acc[2 + a] / acc[1]

@@ -1,25 +1,26 @@
-"""The onset's posterior tolerance (smi onset setting `tol_strip`) against the SE's, on the same GAMP instances:
-does the looser grid move the final overlaps the onset rule reads, and what does it save?
+"""The onset's posterior grid (smi onset setting `posterior`: 'coarse') against the SE's ('fine'), on the same
+GAMP instances: does the coarser grid move the final overlaps the onset rule reads, and what does it save?
 
-    python benchmarks/smi_onset_tolerance.py run [--skip 0.1] [--d 500] [--alphas 0.7,0.8] [--seeds 16]
-                                                 [--tols 1e-4,1e-2] [--workers 2] [--log FILE]
-    python benchmarks/smi_onset_tolerance.py table [--log FILE]
-    python benchmarks/smi_onset_tolerance.py posterior [--skip 0.1] [--d 500] [--alpha 0.8] [--iters 80]
-                                                       [--tols 1e-4,3e-3,1e-2]
+    python benchmarks/smi_onset_grid.py run [--skip 0.1] [--d 500] [--alphas 0.7,0.8] [--seeds 16]
+                                            [--grids fine,coarse] [--workers 2] [--log FILE]
+    python benchmarks/smi_onset_grid.py table [--log FILE]
+    python benchmarks/smi_onset_grid.py posterior [--skip 0.1] [--d 500] [--alpha 0.8] [--iters 80]
 
 `run` runs GAMP (the onset method's settings: damping 0.2, random start, cavity eps 1e-3, at most 150
-iterations, tol 1e-6, no early stop) on `--seeds` instances per alpha, each once per posterior tolerance
-`--tols`, on one stream per (skip, d, alpha, seed) (entropy 4343, so the pairs share the instance, the
-start and everything else), and appends per run the per-iteration |M11| and |M22| (7 decimals), the
-iterations and the CPU seconds to the log (default benchmarks/results/onset/smi-c<skip>-d<d>-tol-pairs.jsonl;
-an existing run is not repeated). `table` prints, per alpha and tolerance: the mean final |M11| and |M22|
-with their standard error over the seeds, the instances above the level 2 / sqrt(d), the mean paired
-difference of the final overlaps with its standard error, and the CPU seconds.
+iterations, tol 1e-6, no early stop) on `--seeds` instances per alpha, each once per grid of
+`core.smi.channels.RESOLUTIONS`, on one stream per (skip, d, alpha, seed) (entropy 4343, so the pairs share
+the instance, the start and everything else), and appends per run the per-iteration |M11| and |M22| (7
+decimals), the iterations and the CPU seconds to the log (default
+benchmarks/results/onset/smi-c<skip>-d<d>-grid-pairs.jsonl; an existing run is not repeated). `table` prints,
+per alpha and grid: the mean final |M11| and |M22| with their standard error over the seeds, the instances
+above the level 2 / sqrt(d), the mean paired difference of the final overlaps from the first grid's with its
+standard error, and the CPU seconds.
 
 `posterior` records the posterior calls of one GAMP run (`--iters` iterations, tol 0, every 8th call kept)
-and evaluates them at each tolerance and on a reference grid (80 cells a side at level 0, tolerance 1e-7):
-per tolerance, the CPU ms per sample, and the error of the posterior mean in units of the posterior's sd
-and the relative error of its variance (median, 99th percentile, largest) over every sample and component.
+and evaluates them on each grid and on a reference grid (80 cells a side at level 0, tolerance 1e-7): per grid,
+the CPU ms per sample, and the error of the posterior mean in units of the posterior's sd and the relative
+error of its variance (median, 99th percentile, largest) over every sample and component. Besides the named
+grids it shows 'fine' at the coarse grid's tolerance alone (what the other two coarsenings add).
 
 The same logs replay the stopping rule with both layers (`python benchmarks/onset_stopping.py`).
 """
@@ -35,6 +36,7 @@ import argparse  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
 import time  # noqa: E402
+from dataclasses import replace  # noqa: E402
 from concurrent.futures import ProcessPoolExecutor  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -45,23 +47,23 @@ ENTROPY = 4343
 
 
 def log_path(skip, d):
-    return OUT / f"smi-c{skip:g}-d{d}-tol-pairs.jsonl"
+    return OUT / f"smi-c{skip:g}-d{d}-grid-pairs.jsonl"
 
 
 def one(job):
-    """GAMP on one instance at one posterior tolerance: the log row."""
+    """GAMP on one instance on one posterior grid: the log row."""
     from seqphase.core.models import get_model
-    from seqphase.core.smi.channels import Resolution
+    from seqphase.core.smi.channels import RESOLUTIONS
     from seqphase.core.smi.model import gamp_instance
 
-    skip, d, alpha, seed, tol = job
+    skip, d, alpha, seed, grid = job
     settings = {k: p.default for k, p in get_model("smi").method("onset").settings.items()}
     stream = np.random.SeedSequence([ENTROPY, int(round(1e4 * skip)), d, int(round(100 * alpha)), seed])
     start = time.process_time()
     tr, _ = gamp_instance({"skip": skip, "depth": 2}, settings, alpha, d, stream, n_gen=10,
-                          resolution=Resolution(tol_strip=tol))
+                          resolution=RESOLUTIONS[grid])
     m = np.abs(np.array(tr.overlap))
-    return {"skip": skip, "d": d, "alpha": alpha, "seed": seed, "tol_strip": tol,
+    return {"skip": skip, "d": d, "alpha": alpha, "seed": seed, "posterior": grid,
             "cpu_s": round(time.process_time() - start, 2), "n_iter": tr.n_iter, "converged": bool(tr.converged),
             "m11": m[:, 0, 0].round(7).tolist(), "m22": m[:, 1, 1].round(7).tolist()}
 
@@ -72,9 +74,9 @@ def read(path):
 
 def run(args):
     path = Path(args.log or log_path(args.skip, args.d))
-    done = {(r["alpha"], r["seed"], r["tol_strip"]) for r in read(path)} if path.exists() else set()
-    jobs = [(args.skip, args.d, a, s, t) for a in args.alphas for s in range(args.seeds) for t in args.tols
-            if (a, s, t) not in done]
+    done = {(r["alpha"], r["seed"], r["posterior"]) for r in read(path)} if path.exists() else set()
+    jobs = [(args.skip, args.d, a, s, g) for a in args.alphas for s in range(args.seeds) for g in args.grids
+            if (a, s, g) not in done]
     print(f"{len(jobs)} runs to {path} ({len(done)} logged)")
     path.parent.mkdir(parents=True, exist_ok=True)
     with ProcessPoolExecutor(args.workers) as pool, path.open("a") as log:
@@ -88,33 +90,34 @@ def table(path):
     rows = read(path)
     d = rows[0]["d"]
     level = 2.0 / math.sqrt(d)
-    tols = sorted({r["tol_strip"] for r in rows})
+    grids = list(dict.fromkeys(r["posterior"] for r in rows))  # in the order first run
     print(f"{path.name}: skip {rows[0]['skip']:g}, d = {d}, level {level:.4f}")
     for alpha in sorted({r["alpha"] for r in rows}):
-        runs = {t: {r["seed"]: r for r in rows if r["alpha"] == alpha and r["tol_strip"] == t} for t in tols}
+        runs = {t: {r["seed"]: r for r in rows if r["alpha"] == alpha and r["posterior"] == t} for t in grids}
         seeds = sorted(set.intersection(*(set(v) for v in runs.values())))
-        final = {t: np.array([[runs[t][s]["m11"][-1], runs[t][s]["m22"][-1]] for s in seeds]) for t in tols}
-        for t in tols:
+        final = {t: np.array([[runs[t][s]["m11"][-1], runs[t][s]["m22"][-1]] for s in seeds]) for t in grids}
+        for t in grids:
             f = final[t]
             se = f.std(axis=0, ddof=1) / math.sqrt(len(seeds))
             cpu = sum(runs[t][s]["cpu_s"] for s in seeds)
             iters = np.mean([runs[t][s]["n_iter"] for s in seeds])
-            print(f"  alpha {alpha:g}, tol_strip {t:g}, {len(seeds)} seeds: |M11| {f[:, 0].mean():.4f} +- {se[0]:.4f} "
+            print(f"  alpha {alpha:g}, {t}, {len(seeds)} seeds: |M11| {f[:, 0].mean():.4f} +- {se[0]:.4f} "
                   f"({(f[:, 0] > level).sum()} above the level), |M22| {f[:, 1].mean():.4f} +- {se[1]:.4f}; "
                   f"{iters:.0f} iterations, {cpu:.0f} CPU-s")
-        base = final[tols[0]]
-        for t in tols[1:]:
+        base = final[grids[0]]
+        for t in grids[1:]:
             diff = final[t] - base
             se = diff.std(axis=0, ddof=1) / math.sqrt(len(seeds))
             same = np.abs(diff).max(axis=1) < 1e-3
-            print(f"    {t:g} - {tols[0]:g}: |M11| {diff[:, 0].mean():+.4f} +- {se[0]:.4f}, |M22| {diff[:, 1].mean():+.4f} "
+            print(f"    {t} - {grids[0]}: |M11| {diff[:, 0].mean():+.4f} +- {se[0]:.4f}, |M22| {diff[:, 1].mean():+.4f} "
                   f"+- {se[1]:.4f}; {same.sum()} of {len(seeds)} instances end within 1e-3 of each other")
 
 
 def posterior(args):
-    """The posterior's errors and cost at each tolerance on the calls of one GAMP run (module docstring)."""
+    """The posterior's errors and cost on each grid on the calls of one GAMP run (module docstring)."""
     from seqphase.core.smi import channels
     from seqphase.core.smi import gamp as sgamp
+    from seqphase.core.smi.channels import RESOLUTIONS
     from seqphase.core.smi import posterior as post
 
     kernel, calls = channels.posterior_2layer, []
@@ -142,7 +145,7 @@ def posterior(args):
         return spent, [np.concatenate([o[k] for o in out]) for k in range(3)]
 
     def reference(a):
-        a[5], a[6], a[7] = 80, 30.0, 1e-7
+        a[5], a[6], a[7], a[11], a[12] = 80, 30.0, 1e-7, -708.0, 1.0
         if a[9] < post.RHO_MAX:  # strip coordinates on the finer grid too (rho grows with the finer step)
             rho, B = post.strip_map(a[4], a[3], 80)
             a[9], a[10] = min(rho, 0.45), B
@@ -150,22 +153,26 @@ def posterior(args):
             a[7] = 0.0  # the plain grid has no error estimate (the channel's rule)
         return a
 
-    def at(tol):
+    def on(resolution):
         def change(a):
-            a[7] = tol if a[7] > 0 else 0.0  # the plain grid (large skips) has no error estimate
+            a[7] = resolution.tol_strip if a[7] > 0 else 0.0  # the plain grid (large skips) has no error estimate
+            a[11], a[12] = resolution.weight_floor, resolution.t_step
             return a
         return change
 
-    evaluate(at(args.tols[0]))  # compile / load the cache
+    grids = {"fine": RESOLUTIONS["fine"], "fine at the coarse tol_strip":
+             replace(RESOLUTIONS["fine"], tol_strip=RESOLUTIONS["coarse"].tol_strip), "coarse": RESOLUTIONS["coarse"]}
+    for resolution in grids.values():
+        evaluate(on(resolution))  # compile / load the cache
     _, (_, m_ref, s_ref) = evaluate(reference)
     var_ref = np.einsum("kii->ki", s_ref) - m_ref ** 2
     n = len(calls) * calls[0][0].shape[0]
-    for tol in args.tols:
-        spent, (_, m, s) = evaluate(at(tol))
+    for name, resolution in grids.items():
+        spent, (_, m, s) = evaluate(on(resolution))
         err = np.abs(m - m_ref) / np.sqrt(var_ref)
         var_err = np.abs(np.einsum("kii->ki", s) - m ** 2 - var_ref) / var_ref
         q = lambda e: f"{np.median(e):.1e} / {np.quantile(e, 0.99):.1e} / {e.max():.1e}"  # noqa: E731
-        print(f"  tol_strip {tol:g}: {1e3 * spent / n:.3f} CPU ms a sample; mean error / sd (median / p99 / max) "
+        print(f"  {name}: {1e3 * spent / n:.3f} CPU ms a sample; mean error / sd (median / p99 / max) "
               f"{q(err)}; variance, relative {q(var_err)}")
 
 
@@ -177,7 +184,7 @@ def main(argv=None):
     r.add_argument("--d", type=int, default=500)
     r.add_argument("--alphas", type=lambda s: [float(x) for x in s.split(",")], default=[0.7, 0.8])
     r.add_argument("--seeds", type=int, default=16)
-    r.add_argument("--tols", type=lambda s: [float(x) for x in s.split(",")], default=[1e-4, 1e-2])
+    r.add_argument("--grids", type=lambda s: s.split(","), default=["fine", "coarse"])
     r.add_argument("--workers", type=int, default=2)
     r.add_argument("--log", default=None)
     p = sub.add_parser("posterior")
@@ -185,7 +192,6 @@ def main(argv=None):
     p.add_argument("--d", type=int, default=500)
     p.add_argument("--alpha", type=float, default=0.8)
     p.add_argument("--iters", type=int, default=80)
-    p.add_argument("--tols", type=lambda s: [float(x) for x in s.split(",")], default=[1e-4, 3e-3, 1e-2])
     t = sub.add_parser("table")
     t.add_argument("--log", default=str(log_path(0.1, 500)))
     args = ap.parse_args(argv)
