@@ -52,10 +52,9 @@ def instances(name, grid):
     return rows[0]["d"], [(r["alpha"], r["seed"], np.array([r["m11"], r["m22"]])) for r in rows]
 
 
-def stop_iteration(layers, test, cap):
+def stop_iteration(records, test, cap):
     """The first iteration t < cap at which `test` (core/onset.py, `stop_test` on layer 0) stops the run whose
-    per-iteration overlaps are `layers`, or None."""
-    records = [(np.diag(m),) for m in layers.T]
+    per-iteration records (overlap matrix first) are `records`, or None."""
     for t in range(1, min(cap, len(records) - 1)):
         if test(records[:t + 1]):
             return t
@@ -80,7 +79,8 @@ def replay(name, fraction, window, flat, cap, grid, level=2.0):
         path = layers[0]
         end = min(cap, len(path) - 1)  # the capped run's last iteration (earlier if it met the tolerance)
         capped[i, j] = path[end]
-        t = stop_iteration(layers, test, cap)
+        records = [(np.diag(m),) for m in layers.T]
+        t = stop_iteration(records, test, cap)
         stopped[i, j] = path[end] if t is None else path[t]
         total += end
         if t is None:
@@ -89,7 +89,7 @@ def replay(name, fraction, window, flat, cap, grid, level=2.0):
         saved += end - t
         change = max(change, abs(path[t] - path[end]))
         flipped += (path[t] > lev) != (path[end] > lev)
-        if low_only([(np.diag(m),) for m in layers.T[:t + 1]]):
+        if low_only(records[:t + 1]):
             n_low += 1
             wrong += max(path[t:]) > lev
         else:

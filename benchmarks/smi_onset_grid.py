@@ -133,7 +133,8 @@ def posterior(args):
     channels.posterior_2layer = kernel
     calls = calls[::8]
     print(f"skip {args.skip:g}, d = {args.d}, alpha {args.alpha:g}: {len(calls)} calls of "
-          f"{calls[0][0].shape[0]} samples; final |M11| {abs(tr.overlap[-1][0, 0]):.3f}, |M22| {abs(tr.overlap[-1][1, 1]):.3f}")
+          f"{calls[0][0].shape[0]} samples; final |M11| {abs(tr.overlap[-1][0, 0]):.3f}, "
+          f"|M22| {abs(tr.overlap[-1][1, 1]):.3f}")
 
     def evaluate(change):
         out, spent = [], 0.0
@@ -160,10 +161,9 @@ def posterior(args):
             return a
         return change
 
-    grids = {"fine": RESOLUTIONS["fine"], "fine at the coarse tol_strip":
-             replace(RESOLUTIONS["fine"], tol_strip=RESOLUTIONS["coarse"].tol_strip), "coarse": RESOLUTIONS["coarse"]}
-    for resolution in grids.values():
-        evaluate(on(resolution))  # compile / load the cache
+    fine, coarse = RESOLUTIONS["fine"], RESOLUTIONS["coarse"]
+    grids = {"fine": fine, "fine at the coarse tol_strip": replace(fine, tol_strip=coarse.tol_strip), "coarse": coarse}
+    post.posterior_2layer(*calls[0])  # compile / load the cache (every grid has the same argument types)
     _, (_, m_ref, s_ref) = evaluate(reference)
     var_ref = np.einsum("kii->ki", s_ref) - m_ref ** 2
     n = len(calls) * calls[0][0].shape[0]

@@ -213,7 +213,8 @@ def stop_test(layer, d, *, level, fraction, cap, window, flat=0.0):
         t = len(records) - 1
         if t < window:
             return False
-        diagonals = np.abs(np.array([np.diagonal(np.atleast_2d(r[0])) for r in records[t - window:]]))  # (window + 1, layers)
+        # |M_ll| over the window: (window + 1, layers)
+        diagonals = np.abs(np.array([np.diagonal(np.atleast_2d(r[0])) for r in records[t - window:]]))
         if settled_low(diagonals[:, layer], bound=bound, remaining=cap - t):
             return True
         return flat > 0 and all(settled_flat(m, floor=bound, rtol=flat)
@@ -369,7 +370,8 @@ def design_settings(targets, default="sequential", stopping=True, stop_window=20
     }
     if stopping:
         out["stop_window"] = Param("stop_window", "int", "stopping rule: iterations over which an instance's "
-                                   "overlaps must sit at zero or stand still (0: no early stop)", stop_window, low=0, high=10_000, low_inclusive=True)
+                                   "overlaps must sit at zero or stand still (0: no early stop)", stop_window, low=0,
+                                   high=10_000, low_inclusive=True)
         out["stop_fraction"] = Param("stop_fraction", "float", "stopping rule: 'zero' is below this fraction of "
                                      "the level / sqrt(d), with no growth that reaches it by the cap", stop_fraction,
                                      low=0.0, high=1.0)

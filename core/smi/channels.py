@@ -80,8 +80,8 @@ class Resolution:
 
 
 #: the posterior grids a method can ask for by name: "fine" is the SE's (and the gamp method's); "coarse" is the
-#: onset's default, whose errors stay below 2% of the posterior sd at c <= 0.1 on GAMP's own calls and cost
-#: ~0.35-0.5 of "fine"'s there (docs/validation/smi.md, The onset's posterior grid)
+#: onset's default, whose errors stay below 2% of the posterior sd at c <= 0.1 on GAMP's own calls and whose
+#: kernel costs 0.40-0.50 of "fine"'s there (docs/validation/smi.md, The onset's posterior grid)
 RESOLUTIONS = {"fine": Resolution(), "coarse": Resolution(tol_strip=1e-2, weight_floor=-50.0, t_step=1.25)}
 
 

@@ -432,8 +432,8 @@ class SMIModel(Model):
                 "onset": Onset(_ONSET, version=6, doc="alpha_2 and alpha_1 by GAMP at several sizes d, "
                                "extrapolated d -> infinity (v2: diverged GAMP runs left out of the rule; v3: "
                                "small-skip grid refined per axis; v4: the sequential design and the stopping "
-                               "rule of core/onset.py; v5: the posterior's sigmoids from running products; v6: the 'coarse' "
-                               "posterior grid, instances whose overlaps stand still stop (stop_flat), "
+                               "rule of core/onset.py; v5: the posterior's sigmoids from running products; v6: the "
+                               "'coarse' posterior grid, instances whose overlaps stand still stop (stop_flat), "
                                "stop_fraction 3e-3)",
                                excludes=("alpha",)),
                 # alpha is a setting of sgd (not a grid dim): the log length depends on it
