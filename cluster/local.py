@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 import os
 
@@ -29,11 +30,15 @@ class LocalBackend(Backend):
                                    "use --workers 2")
             # One thread per process: SE and GAMP are numpy code that holds the GIL between BLAS calls.
             # TLS with in-memory credentials unless --insecure-no-tls (security.py); dashboard only on request.
-            # the diagnostics are read as the scheduler and the nannies are made (the nannies pass them on to
-            # the workers they start and restart): set for that only, not for the rest of this process
+            # The diagnostics are read as the scheduler and the nannies are made: set for that only, not for
+            # the rest of this process. Each nanny gets its own deep copy of the configuration to hand to the
+            # worker processes it starts and restarts: by default it keeps a shallow copy, whose nested settings
+            # are this process's own and so back at Dask's defaults once the `with` ends, and a worker restarted
+            # after a crash would come up with the profiler on.
             with dask.config.set(diagnostics_config(self.access.dashboard)):
                 local = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, host=LOCALHOST,
-                                     silence_logs=logging.ERROR, **self.access.local_kwargs())
+                                     silence_logs=logging.ERROR, config=copy.deepcopy(dask.config.config),
+                                     **self.access.local_kwargs())
             try:
                 self.access.announce_dashboard(local.dashboard_link if self.access.dashboard else None)
                 with Client(local) as client:

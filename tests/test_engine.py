@@ -95,6 +95,8 @@ def test_killed_worker_loses_no_point(tmp_path, client):
     assert (group.group["attempts"][...] == 1).all()
     client.wait_for_workers(2, timeout=60)
     assert pids[0] not in client.run(os.getpid).values()  # the nanny replaced the killed process
+    # the replacement has the cluster's quiet diagnostics, not Dask's defaults
+    assert set(client.run(_diagnostics).values()) == {(False, "1s")}
 
 
 class _LostOnce:
