@@ -1,0 +1,117 @@
+"""The `smi-thresholds-gamp` points stored in one or more stores, one row per skip: what each cost and what it
+found, for the table of docs/validation/smi.md that sets the default design beside the grid's points.
+
+    python benchmarks/smi_onset_skips.py STORE [STORE ...] [--markdown]
+
+Every done point of the sweep in each store (any skip; a skip found in two stores is an error) gives:
+- its CPU-s of work (the point's stored runtime_s, the figure `seqphase status` sums) and its instances (those
+  that ran: n_iter >= 0, both transitions);
+- per transition, the seeds per size, the stored per-size onsets, and the extrapolation d -> infinity under
+  the default correction (d^-1/3, as stored: alpha_gamp +- alpha_gamp_se, chi2), with the d^-1/2 and d^-1
+  estimates recomputed from the same per-size onsets (core/onset.py `extrapolate`) as a range;
+- the onset method's version the point was computed with.
+The last line sums the CPU-s and instances. Nothing is run: the stores are only read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import numpy as np
+
+from seqphase.core import onset
+
+SWEEP = "smi-thresholds-gamp"
+TRANSITIONS = ("alpha1", "alpha2")
+
+
+def rows_of(store):
+    """{skip: row} of the done points of the sweep in `store`."""
+    from seqphase.results.query import open_results
+    from seqphase.results.store import DONE
+
+    ds = open_results(SWEEP, store=store)
+    version = ds.attrs["algorithm_version"]
+    sizes = [int(d) for d in ds["size"].values]
+    rows = {}
+    for skip in ds["skip"].values:
+        at = ds.sel(skip=skip).squeeze(drop=True)
+        if int(at["status"]) != DONE:
+            continue
+        row = {"skip": float(skip), "cpu_s": float(at["runtime_s"]), "version": version, "store": str(store),
+               "instances": 0}
+        for t in TRANSITIONS:
+            ran = at[f"{t}_n_iter"].values >= 0
+            row["instances"] += int(ran.sum())
+            onsets, ses = at[f"{t}_gamp_d"].values, at[f"{t}_gamp_d_se"].values
+            ok = np.isfinite(onsets)
+            row[t] = {
+                "seeds": [int(n) for n in at[f"{t}_n_seeds"].values],
+                "onsets": [float(v) for v in onsets],
+                "value": float(at[f"{t}_gamp"]), "se": float(at[f"{t}_gamp_se"]),
+                "chi2": float(at[f"{t}_gamp_chi2"]),
+                "range": [onset.extrapolate(np.array(sizes)[ok], onsets[ok], ses[ok], c)[0]
+                          for c in ("d^-1/2", "d^-1")],
+            }
+        rows[float(skip)] = row
+    return sizes, rows
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("stores", nargs="+", help="zarr stores holding points of the sweep")
+    parser.add_argument("--markdown", action="store_true", help="the table of docs/validation/smi.md")
+    args = parser.parse_args(argv)
+    from seqphase.core.errors import SeqphaseError
+
+    every, sizes = {}, None
+    for store in args.stores:
+        try:
+            these, rows = rows_of(store)
+        except SeqphaseError as exc:
+            print(f"smi_onset_skips.py: {exc.one_line() if hasattr(exc, 'one_line') else exc}", file=sys.stderr)
+            return 2
+        if sizes is not None and these != sizes:
+            print(f"smi_onset_skips.py: {store} ran sizes {these}, another store {sizes} (fix: one design per table)",
+                  file=sys.stderr)
+            return 2
+        sizes = these
+        for skip, row in rows.items():
+            if skip in every:
+                print(f"smi_onset_skips.py: skip {skip:g} is done in {every[skip]['store']} and in {store} "
+                      "(fix: name each skip's store once)", file=sys.stderr)
+                return 2
+            every[skip] = row
+    if not every:
+        print("smi_onset_skips.py: no done point of smi-thresholds-gamp in these stores", file=sys.stderr)
+        return 2
+    sizes_text = " / ".join(map(str, sizes))
+    if args.markdown:
+        print(f"| c | α₁ onset at d = {sizes_text} | α₁ (d^−1/2 – d^−1) | α₂ onset at d = {sizes_text} "
+              "| α₂ (d^−1/2 – d^−1) | instances | CPU-s of work |")
+        print("|---|---|---|---|---|---|---|")
+    for skip in sorted(every):
+        row = every[skip]
+        cells = []
+        for t in TRANSITIONS:
+            r = row[t]
+            cells.append(" / ".join(f"{v:.3f}" for v in r["onsets"]))
+            cells.append(f"{r['value']:.3f} ± {r['se']:.3f} ({min(r['range']):.3f} – {max(r['range']):.3f})")
+        if args.markdown:
+            print(f"| {skip:g} | " + " | ".join(cells) + f" | {row['instances']} | {row['cpu_s']:,.0f} |")
+        else:
+            print(f"c = {skip:g} ({row['version']}): "
+                  f"{row['cpu_s']:,.0f} CPU-s of work, {row['instances']} instances")
+            for t, (onsets, value) in zip(TRANSITIONS, zip(cells[0::2], cells[1::2])):
+                seeds = " / ".join(map(str, row[t]["seeds"]))
+                print(f"  {t}: onsets at d = {sizes_text}: {onsets} (seeds {seeds}); d -> inf: {value}, "
+                      f"chi2 {row[t]['chi2']:.1f}")
+    total_cpu = sum(r["cpu_s"] for r in every.values())
+    total_n = sum(r["instances"] for r in every.values())
+    print(f"{len(every)} skips: {total_cpu:,.0f} CPU-s of work, {total_n} instances")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
