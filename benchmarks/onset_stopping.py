@@ -66,7 +66,6 @@ def replay(name, fraction, window, flat, cap, grid, level=2.0):
     lev = level / math.sqrt(d)
     bound = fraction * lev
     test = onset.stop_test(0, d, level=level, fraction=fraction, cap=cap, window=window, flat=flat)
-    low_only = onset.stop_test(0, d, level=level, fraction=fraction, cap=cap, window=window)
     alphas = sorted({a for a, _, _ in runs})
     seeds = sorted({s for _, s, _ in runs})
     capped = np.full((len(alphas), len(seeds)), np.nan)
@@ -89,7 +88,7 @@ def replay(name, fraction, window, flat, cap, grid, level=2.0):
         saved += end - t
         change = max(change, abs(path[t] - path[end]))
         flipped += (path[t] > lev) != (path[end] > lev)
-        if low_only(records[:t + 1]):
+        if onset.settled_low(path[t - window:t + 1], bound=bound, remaining=cap - t):  # the watched layer at zero
             n_low += 1
             wrong += max(path[t:]) > lev
         else:

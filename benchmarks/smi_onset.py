@@ -8,6 +8,7 @@ some of the sweep's sizes, for the evidence tables of docs/validation/smi.md bef
     python benchmarks/smi_onset.py design --skip 0.1 --store STORE --sizes 3 --seeds 8
     python benchmarks/smi_onset.py cap --skip 1 --transition alpha1 --size 2000 --steps 2,3 --max-iter 450 --store STORE
         [--seeds N] [--tol-strip 1e-6]
+    python benchmarks/smi_onset.py trace --skip 2 --transition alpha1 --size 1000 --step 3 --seed 8 [--out FILE]
 
 `run` plans the shipped sweep at that skip (`--set` overrides as for `seqphase run`), takes the point's
 works (`OnsetMethod.tasks`: one GAMP instance per size, alpha and seed, each its own child of the point's
@@ -50,6 +51,9 @@ at that size both ways. `--tol-strip T` reruns with the posterior's error tolera
 below ~0.4; that of the point's `posterior` grid otherwise: 1e-2 for 'coarse', 1e-4 for 'fine') at T, logs to ...-cap<N>-tol<T>-v<version>.jsonl, and prints the largest
 difference of |M_ll| from the same instances in the default tolerance's cap logs (any cap; their common
 iterations): whether a trajectory is GAMP's own or the grid's error.
+`trace` runs one instance of the point (its transition, size, alpha step and seed; the grid design, no early
+stop, to the cap) and prints every layer's |M_ll| per iteration (6 decimals) as JSON, to `--out` if given:
+the trajectories the stopping rule's tests replay (tests/data/smi/onset-escape-c2-d1000.json).
 """
 
 from __future__ import annotations
@@ -525,10 +529,32 @@ def log(skip, store, overrides):
     return 0
 
 
+def trace(skip, transition, d, step, seed, overrides, out=None):
+    """One instance's |M_ll| per iteration, every layer, no early stop (module docstring)."""
+    method, params, settings, stream, _ = point(skip, overrides)
+    key = onset.instance_key(transition, d, step, seed)
+    works = {w.key: w for w in next(method.tasks(params, settings, stream))}
+    if key not in works:
+        print(f"smi_onset.py: no instance {key} in the point (fix: a size of {list(settings['sizes'])}, a step "
+              f"0..{len(method.windows(settings)[transition]) - 1} and a seed 0..{settings['n_seeds'] - 1})",
+              file=sys.stderr)
+        return 2
+    tr = method.trace(**works[key].kwargs)
+    layers = np.abs(np.diagonal(np.asarray(tr.overlap), axis1=1, axis2=2))  # (iterations + 1, layers)
+    text = json.dumps({"skip": skip, "key": key, "alpha": float(method.windows(settings)[transition][step]),
+                       "d": d, "level": settings["level"], "cap": settings["max_iter"],
+                       **{f"m{i + 1}{i + 1}": np.round(layers[:, i], 6).tolist() for i in range(layers.shape[1])}})
+    if out:
+        Path(out).write_text(text + "\n")
+    else:
+        print(text)
+    return 0
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    for name in ("run", "table", "parts", "log", "design", "cap"):
+    for name in ("run", "table", "parts", "log", "design", "cap", "trace"):
         p = sub.add_parser(name)
         p.add_argument("--skip", type=float, required=True)
         if name == "parts":
@@ -541,6 +567,11 @@ def main(argv=None):
             p.add_argument("--seeds", type=int, required=True, help="how many seeds (0 .. N-1)")
         else:
             p.add_argument("--transition", choices=("alpha1", "alpha2"), required=True)
+        if name == "trace":
+            p.add_argument("--size", type=int, required=True, help="one of the sweep's sizes")
+            p.add_argument("--step", type=int, required=True, help="the alpha step of the window (0 = its first)")
+            p.add_argument("--seed", type=int, required=True)
+            p.add_argument("--out", default=None, help="write the JSON here instead of printing it")
         if name == "cap":
             p.add_argument("--store", required=True, help="the store holding the sweep's point")
             p.add_argument("--size", type=int, required=True, help="one of the sweep's sizes")
@@ -576,6 +607,8 @@ def main(argv=None):
         return log(args.skip, args.store, args.overrides)
     elif args.command == "design":
         return design(args.skip, args.store, args.sizes, args.seeds, args.overrides)
+    elif args.command == "trace":
+        return trace(args.skip, args.transition, args.size, args.step, args.seed, args.overrides, args.out)
     elif args.command == "cap":
         steps = [int(v) for v in args.steps.split(",") if v.strip()]
         return cap(args.skip, args.transition, args.size, steps, args.max_iter, args.store, args.seeds,

@@ -56,13 +56,11 @@ sets design = sequential, without the stopping rule):
   differ. Each step is a round of works (`Method.tasks`), both transitions side by side.
 
 The stopping rule (`stop_test`, settings stop_window, stop_fraction and stop_flat): an instance stops before
-the iteration cap once the overlap its transition reads has stayed below stop_fraction x level / sqrt(d) for
-stop_window iterations and its fastest recent growth, continued to the cap, stays below that bound
-(`settled_low`): the run's final overlap at the cap would be below the level, within that bound of the
-stopped value; or once every layer's overlap stands still (`settled_flat`: within stop_flat of its value over
-the window) or is at zero. Replayed on the logged runs (benchmarks/onset_stopping.py) the defaults (20
-iterations, 3e-3, 1e-2) stop no instance that ends on the other side of the level at the cap and move the onset
-at d = 2000 by at most 7e-5.
+the iteration cap once every layer's overlap has settled over the last stop_window iterations: stayed below
+stop_fraction x level / sqrt(d) with its fastest recent growth, continued to the cap, staying below that
+bound (`settled_low`: its final overlap at the cap would be below the level), or stood still (`settled_flat`:
+within stop_flat of its value). Every layer, not only the one the transition reads: an overlap at zero
+while another layer is still being learned can turn and escape once that layer has settled.
 """
 
 from __future__ import annotations
@@ -169,17 +167,19 @@ STOP_FLOOR = 1e-4
 def settled_low(recent, *, bound, remaining):
     """Whether an overlap trajectory has settled below `bound` for good, judged on `recent`, its |overlap| at
     the last w + 1 iterations (the current one last) with `remaining` iterations to the cap: all of them below
-    the bound, and the fastest growth into the current value, (current / value k iterations before)^(1/k)
-    over k = 1..w, continued geometrically over the remaining iterations, keeps it below the bound. The
-    fastest rate, not the window's average: an overlap that decays from the start's O(1/sqrt(d)) and then
-    turns up (a late escape from the uninformative point) has grown over its last iterations although the
-    window's first value is the larger. Values under STOP_FLOOR * bound count as that floor."""
+    the bound, and the fastest growth seen in the window, (later value / earlier value)^(1/k) over every pair
+    of its iterations k apart, continued geometrically from the current value over the remaining iterations,
+    keeps it below the bound. The fastest rate, not the window's average, and over every pair, not only into
+    the current value: an overlap that decays from the start's O(1/sqrt(d)) and then turns up (a late escape
+    from the uninformative point) has grown over its last iterations although the window's first value is the
+    larger, and one that grows while it oscillates (smi's |M11| at c = 2 near alpha_1) may sit in a trough
+    just now, below every value before it. Values under STOP_FLOOR * bound count as that floor."""
     recent = np.asarray(recent, dtype=float)
     if len(recent) < 2 or not np.all(np.isfinite(recent)) or recent.max() >= bound:
         return False
     logs = np.log(np.maximum(recent, STOP_FLOOR * bound))
-    lags = np.arange(len(logs) - 1, 0, -1)  # recent[i] lies lags[i] iterations before the current one
-    log_rate = max(0.0, float(np.max((logs[-1] - logs[:-1]) / lags)))
+    later, earlier = np.triu_indices(len(logs), k=1)[::-1]  # every pair (earlier < later)
+    log_rate = max(0.0, float(np.max((logs[later] - logs[earlier]) / (later - earlier))))
     return bool(logs[-1] + log_rate * max(remaining, 0) < math.log(bound))
 
 
@@ -196,13 +196,18 @@ def settled_flat(recent, *, floor, rtol):
 def stop_test(layer, d, *, level, fraction, cap, window, flat=0.0):
     """The stopping rule of one instance as a test on GAMP's records (`core/gamp.py`, `iterate(stop=...)`;
     each record's first entry is the overlap matrix M), with bound = fraction * level / sqrt(d) and `cap` the
-    iteration cap. True once, over the last `window` iterations,
+    iteration cap. True once, over the last `window` iterations, every layer's |M_ll| has either
+    `settled_low` under the bound or, with flat > 0, `settled_flat` (range <= flat of its value, all values at
+    or above the bound): the run's overlaps have stopped moving, so its final values are the capped run's to
+    about that fraction.
 
-    - |M_layer,layer| (the watched overlap) has `settled_low` under the bound, or
-    - with flat > 0, every layer's |M_ll| has either `settled_flat` (range <= flat of its value, all values
-      at or above the bound) or `settled_low`: the run's overlaps have stopped moving, so its final values
-      are the capped run's to about that fraction. Every layer and not only the watched one, so that an
-      overlap stored beside the watched one (smi's |M11| in the alpha_2 window) is not cut off mid-rise.
+    Every layer, and not the watched one (|M_layer,layer|) alone, for two reasons. The growth that
+    `settled_low` extrapolates is that of a stationary map: while another layer is still being learned the
+    watched overlap's map changes under it, and an overlap that decays through the window can turn and
+    escape once the other layer has settled (smi at c = 2, d = 1000, alpha = 0.8: |M11| fell to 1.1e-5 at
+    iteration 26 while |M22| rose to 0.98, then grew by ~1.28 an iteration to 0.195 at the cap; watched
+    alone, it was stopped at zero at iteration 25). And an overlap stored beside the watched one (smi's
+    |M11| in the alpha_2 window) is not cut off mid-rise. `layer` only checks that the watched layer exists.
 
     None when `window` is 0 (no early stop)."""
     if window <= 0:
@@ -215,10 +220,10 @@ def stop_test(layer, d, *, level, fraction, cap, window, flat=0.0):
             return False
         # |M_ll| over the window: (window + 1, layers)
         diagonals = np.abs(np.array([np.diagonal(np.atleast_2d(r[0])) for r in records[t - window:]]))
-        if settled_low(diagonals[:, layer], bound=bound, remaining=cap - t):
-            return True
-        return flat > 0 and all(settled_flat(m, floor=bound, rtol=flat)
-                                or settled_low(m, bound=bound, remaining=cap - t) for m in diagonals.T)
+        if not 0 <= layer < diagonals.shape[1]:
+            raise ValueError(f"layer {layer} of a {diagonals.shape[1]}-layer overlap")
+        return all(settled_low(m, bound=bound, remaining=cap - t)
+                   or (flat > 0 and settled_flat(m, floor=bound, rtol=flat)) for m in diagonals.T)
 
     return decided
 

@@ -3,7 +3,10 @@ known growth, the GAMP loop's stop hook, and the design on a toy method whose in
 curve (its per-size onsets are the grid's on the same instances; it runs fewer of them; it adds seeds until
 its target or its cap; a window edge is refused)."""
 
+import json
 import math
+
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -42,16 +45,63 @@ def test_below_the_floor_growth_is_not_seen():
     assert not onset.settled_low(np.geomspace(1e-7, 1e-5, 21), bound=bound, remaining=1000)  # above it: seen
 
 
-def test_stop_test_watches_one_layer_of_the_records():
+def test_stop_test_waits_for_every_layer():
+    """A layer at zero does not stop the run while another layer is not settled: without the flat rule every
+    layer must sit at zero; with it, the others may stand still instead."""
     def records(m11, m22):
         return [(np.diag([a, b]), None, 0.0) for a, b in zip(m11, m22)]
 
-    test = onset.stop_test(0, 2000, level=2.0, fraction=1e-3, cap=150, window=20)
     zero, learned = [0.0] * 30, [0.5] * 30
-    assert test(records(zero, learned))  # layer 1 at zero: decided, whatever layer 2 does
-    assert not test(records(zero, learned)[:20])  # fewer iterations than the window
-    assert not onset.stop_test(1, 2000, level=2.0, fraction=1e-3, cap=150, window=20)(records(zero, learned))
+    rising = list(np.linspace(0.05, 0.9, 30))
+    low_only = onset.stop_test(0, 2000, level=2.0, fraction=1e-3, cap=150, window=20)
+    assert low_only(records(zero, zero))
+    assert not low_only(records(zero, learned))  # layer 2 is not at zero
+    assert not low_only(records(zero, zero)[:20])  # fewer iterations than the window
+    with_flat = onset.stop_test(0, 2000, level=2.0, fraction=1e-3, cap=150, window=20, flat=1e-2)
+    assert with_flat(records(zero, learned)) and not with_flat(records(zero, rising))
     assert onset.stop_test(0, 2000, level=2.0, fraction=1e-3, cap=150, window=0) is None
+    with pytest.raises(ValueError):
+        onset.stop_test(2, 2000, level=2.0, fraction=1e-3, cap=150, window=20)(records(zero, zero))
+
+
+ESCAPES = Path(__file__).parent / "data" / "smi" / "onset-escape-c2-d1000.json"
+
+
+def _first_stop(test, m11, m22):
+    records = [(np.diag([a, b]),) for a, b in zip(m11, m22)]
+    return next((t for t in range(1, len(records)) if test(records[:t + 1])), None)
+
+
+def test_the_rule_does_not_stop_a_late_escape_of_logged_smi_runs():
+    """Two logged GAMP runs of smi at c = 2, alpha = 0.8, d = 1000 (no early stop; tests/data/smi): seed 8's
+    |M11| decays to 1.1e-5 at iteration 26 while |M22| is being learned, then grows ~1.28 an iteration to 0.195
+    (above the level 0.063); seed 13's |M11| grows while it oscillates, from troughs below every value before
+    them, to 0.036 at the cap. A stop must keep the rule's promise: on the capped run's side of the level, and
+    at zero only if the capped run ends below the bound. The rule of onset version 6 (the watched layer alone,
+    its growth measured into the current value only) broke it on both, stopping them at zero at iterations 25
+    and 30."""
+    runs = json.loads(ESCAPES.read_text())["runs"]
+    for run in runs:
+        d, cap, level = run["d"], run["cap"], run["level"]
+        m11, m22 = np.array(run["m11"]), np.array(run["m22"])
+        bound = 3e-3 * level / math.sqrt(d)
+        rule = onset.stop_test(0, d, level=level, fraction=3e-3, cap=cap, window=20, flat=1e-2)
+        t = _first_stop(rule, m11, m22)
+        final = m11[-1]
+        if t is not None:  # stopped: at the capped run's side of the level, and at zero only if it stays there
+            assert (m11[t] > level / math.sqrt(d)) == (final > level / math.sqrt(d)), (run["key"], t)
+            assert m11[t] >= bound or final < bound, (run["key"], t, final)
+
+
+def test_a_growth_seen_anywhere_in_the_window_counts():
+    """An overlap that grows while it oscillates: the current value is a trough, below every earlier value of
+    the window, yet it grew by 3 in one iteration before; the projection takes that rate."""
+    bound = 1e-3
+    path = 1e-5 * 1.1 ** np.arange(21) * (1.5 + np.cos(np.arange(21) * 2 * np.pi / 10))
+    path[-1] = 0.3 * path[:-1].min()
+    assert not onset.settled_low(path, bound=bound, remaining=100)
+    # a smooth decay has no growing pair: it is settled
+    assert onset.settled_low(np.geomspace(1e-4, 1e-7, 21), bound=bound, remaining=130)
 
 
 def test_an_overlap_that_stands_still_above_the_bound_is_flat_and_a_moving_one_is_not():

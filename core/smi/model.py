@@ -429,12 +429,13 @@ class SMIModel(Model):
                                        "fixed; v8: small-skip grid refined per axis; v9: the posterior's sigmoids "
                                        "from running products)",
                                        excludes=("alpha",)),
-                "onset": Onset(_ONSET, version=6, doc="alpha_2 and alpha_1 by GAMP at several sizes d, "
+                "onset": Onset(_ONSET, version=7, doc="alpha_2 and alpha_1 by GAMP at several sizes d, "
                                "extrapolated d -> infinity (v2: diverged GAMP runs left out of the rule; v3: "
                                "small-skip grid refined per axis; v4: the sequential design and the stopping "
                                "rule of core/onset.py; v5: the posterior's sigmoids from running products; v6: the "
                                "'coarse' posterior grid, instances whose overlaps stand still stop (stop_flat), "
-                               "stop_fraction 3e-3)",
+                               "stop_fraction 3e-3; v7: an instance stops only once every layer has settled, "
+                               "not at zero on the watched layer alone)",
                                excludes=("alpha",)),
                 # alpha is a setting of sgd (not a grid dim): the log length depends on it
                 "sgd": SGD(_SGD, version=1, doc="layer-wise SGD experiment", excludes=("alpha",)),
