@@ -53,8 +53,8 @@ def instances(name, grid):
 
 
 def stop_iteration(records, test, cap):
-    """The first iteration t < cap at which `test` (core/onset.py, `stop_test` on layer 0) stops the run whose
-    per-iteration records (overlap matrix first) are `records`, or None."""
+    """The first iteration t < cap at which `test` (core/onset.py, `stop_test`, on every logged layer) stops
+    the run whose per-iteration records (overlap matrix first) are `records`, or None."""
     for t in range(1, min(cap, len(records) - 1)):
         if test(records[:t + 1]):
             return t
@@ -65,7 +65,7 @@ def replay(name, fraction, window, flat, cap, grid, level=2.0):
     d, runs = instances(name, grid)
     lev = level / math.sqrt(d)
     bound = fraction * lev
-    test = onset.stop_test(0, d, level=level, fraction=fraction, cap=cap, window=window, flat=flat)
+    test = onset.stop_test(d, level=level, fraction=fraction, cap=cap, window=window, flat=flat)
     alphas = sorted({a for a, _, _ in runs})
     seeds = sorted({s for _, s, _ in runs})
     capped = np.full((len(alphas), len(seeds)), np.nan)

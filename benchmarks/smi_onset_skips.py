@@ -70,7 +70,7 @@ def main(argv=None):
         try:
             these, rows = rows_of(store)
         except SeqphaseError as exc:
-            print(f"smi_onset_skips.py: {exc.one_line() if hasattr(exc, 'one_line') else exc}", file=sys.stderr)
+            print(f"smi_onset_skips.py: {exc.one_line()}", file=sys.stderr)
             return 2
         if sizes is not None and these != sizes:
             print(f"smi_onset_skips.py: {store} ran sizes {these}, another store {sizes} (fix: one design per table)",

@@ -193,7 +193,7 @@ def settled_flat(recent, *, floor, rtol):
     return bool(recent.max() - recent.min() <= rtol * recent[-1])
 
 
-def stop_test(layer, d, *, level, fraction, cap, window, flat=0.0):
+def stop_test(d, *, level, fraction, cap, window, flat=0.0):
     """The stopping rule of one instance as a test on GAMP's records (`core/gamp.py`, `iterate(stop=...)`;
     each record's first entry is the overlap matrix M), with bound = fraction * level / sqrt(d) and `cap` the
     iteration cap. True once, over the last `window` iterations, every layer's |M_ll| has either
@@ -201,13 +201,13 @@ def stop_test(layer, d, *, level, fraction, cap, window, flat=0.0):
     or above the bound): the run's overlaps have stopped moving, so its final values are the capped run's to
     about that fraction.
 
-    Every layer, and not the watched one (|M_layer,layer|) alone, for two reasons. The growth that
+    Every layer, and not only the one a transition reads, for two reasons. The growth that
     `settled_low` extrapolates is that of a stationary map: while another layer is still being learned the
     watched overlap's map changes under it, and an overlap that decays through the window can turn and
     escape once the other layer has settled (smi at c = 2, d = 1000, alpha = 0.8: |M11| fell to 1.1e-5 at
     iteration 26 while |M22| rose to 0.98, then grew by ~1.28 an iteration to 0.195 at the cap; watched
     alone, it was stopped at zero at iteration 25). And an overlap stored beside the watched one (smi's
-    |M11| in the alpha_2 window) is not cut off mid-rise. `layer` only checks that the watched layer exists.
+    |M11| in the alpha_2 window) is not cut off mid-rise.
 
     None when `window` is 0 (no early stop)."""
     if window <= 0:
@@ -220,8 +220,6 @@ def stop_test(layer, d, *, level, fraction, cap, window, flat=0.0):
             return False
         # |M_ll| over the window: (window + 1, layers)
         diagonals = np.abs(np.array([np.diagonal(np.atleast_2d(r[0])) for r in records[t - window:]]))
-        if not 0 <= layer < diagonals.shape[1]:
-            raise ValueError(f"layer {layer} of a {diagonals.shape[1]}-layer overlap")
         return all(settled_low(m, bound=bound, remaining=cap - t)
                    or (flat > 0 and settled_flat(m, floor=bound, rtol=flat)) for m in diagonals.T)
 

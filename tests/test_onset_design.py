@@ -53,15 +53,13 @@ def test_stop_test_waits_for_every_layer():
 
     zero, learned = [0.0] * 30, [0.5] * 30
     rising = list(np.linspace(0.05, 0.9, 30))
-    low_only = onset.stop_test(0, 2000, level=2.0, fraction=1e-3, cap=150, window=20)
+    low_only = onset.stop_test(2000, level=2.0, fraction=1e-3, cap=150, window=20)
     assert low_only(records(zero, zero))
     assert not low_only(records(zero, learned))  # layer 2 is not at zero
     assert not low_only(records(zero, zero)[:20])  # fewer iterations than the window
-    with_flat = onset.stop_test(0, 2000, level=2.0, fraction=1e-3, cap=150, window=20, flat=1e-2)
+    with_flat = onset.stop_test(2000, level=2.0, fraction=1e-3, cap=150, window=20, flat=1e-2)
     assert with_flat(records(zero, learned)) and not with_flat(records(zero, rising))
-    assert onset.stop_test(0, 2000, level=2.0, fraction=1e-3, cap=150, window=0) is None
-    with pytest.raises(ValueError):
-        onset.stop_test(2, 2000, level=2.0, fraction=1e-3, cap=150, window=20)(records(zero, zero))
+    assert onset.stop_test(2000, level=2.0, fraction=1e-3, cap=150, window=0) is None
 
 
 ESCAPES = Path(__file__).parent / "data" / "smi" / "onset-escape-c2-d1000.json"
@@ -80,12 +78,16 @@ def test_the_rule_does_not_stop_a_late_escape_of_logged_smi_runs():
     at zero only if the capped run ends below the bound. The rule of onset version 6 (the watched layer alone,
     its growth measured into the current value only) broke it on both, stopping them at zero at iterations 25
     and 30."""
+    from seqphase.core.models import get_model
+
+    shipped = {k: p.default for k, p in get_model("smi").method("onset").settings.items()}  # the sweep's rule
     runs = json.loads(ESCAPES.read_text())["runs"]
     for run in runs:
         d, cap, level = run["d"], run["cap"], run["level"]
         m11, m22 = np.array(run["m11"]), np.array(run["m22"])
-        bound = 3e-3 * level / math.sqrt(d)
-        rule = onset.stop_test(0, d, level=level, fraction=3e-3, cap=cap, window=20, flat=1e-2)
+        bound = shipped["stop_fraction"] * level / math.sqrt(d)
+        rule = onset.stop_test(d, level=level, fraction=shipped["stop_fraction"], cap=cap,
+                               window=shipped["stop_window"], flat=shipped["stop_flat"])
         t = _first_stop(rule, m11, m22)
         final = m11[-1]
         if t is not None:  # stopped: at the capped run's side of the level, and at zero only if it stays there
@@ -120,8 +122,8 @@ def test_stop_test_with_flat_stops_only_when_every_layer_has_stopped_moving():
         return [(np.diag([a, b]), None, 0.0) for a, b in zip(m11, m22)]
 
     learned, rising, zero = [0.5] * 30, list(np.linspace(0.05, 0.2, 30)), [1e-14] * 30
-    flat = onset.stop_test(0, 2000, level=2.0, fraction=1e-3, cap=150, window=20, flat=1e-2)
-    plain = onset.stop_test(0, 2000, level=2.0, fraction=1e-3, cap=150, window=20)
+    flat = onset.stop_test(2000, level=2.0, fraction=1e-3, cap=150, window=20, flat=1e-2)
+    plain = onset.stop_test(2000, level=2.0, fraction=1e-3, cap=150, window=20)
     assert flat(records([0.12] * 30, learned)) and not plain(records([0.12] * 30, learned))
     assert not flat(records([0.12] * 30, rising))  # the watched layer stands still, the other still rises
     assert not flat(records(rising, learned))

@@ -370,11 +370,12 @@ class Onset(onset.OnsetMethod):
         overlaps off, and what a rerun to another cap continues (benchmarks/smi_onset.py cap; its
         `--tol-strip` passes a `resolution` other than the settings', the sweep never does). Without one the
         posterior runs on the settings' grid (`posterior`, channels.RESOLUTIONS).
-        `watch` (an observable, "overlap_1" or "overlap_2"): the stopping rule (core/onset.py, `stop_test`)
-        watches that layer's |M_ll| when the settings' stop_window is > 0; None: no early stop."""
+        `watch` (the observable the instance's transition reads, "overlap_1" or "overlap_2"): the stopping
+        rule (core/onset.py, `stop_test`, on every layer) applies when the settings' stop_window is > 0;
+        None: no early stop."""
         stop = None
         if watch is not None and settings.get("stop_window", 0) > 0:
-            stop = onset.stop_test(int(watch[-1]) - 1, d, level=settings["level"],
+            stop = onset.stop_test(d, level=settings["level"],
                                    fraction=settings["stop_fraction"], cap=settings["max_iter"],
                                    window=settings["stop_window"], flat=settings["stop_flat"])
         if resolution is None:
