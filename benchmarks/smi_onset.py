@@ -52,7 +52,8 @@ below ~0.4; that of the point's `posterior` grid otherwise: 1e-2 for 'coarse', 1
 difference of |M_ll| from the same instances in the default tolerance's cap logs (any cap; their common
 iterations): whether a trajectory is GAMP's own or the grid's error.
 `trace` runs one instance of the point (its transition, size, alpha step and seed; the grid design, no early
-stop, to the cap) and prints every layer's |M_ll| per iteration (6 decimals) as JSON, to `--out` if given:
+stop, to the cap) and prints every layer's |M_ll| per iteration (4 significant digits: an overlap near zero
+keeps its shape) as JSON, to `--out` if given:
 the trajectories the stopping rule's tests replay (tests/data/smi/onset-escape-c2-d1000.json).
 """
 
@@ -543,7 +544,7 @@ def trace(skip, transition, d, step, seed, overrides, out=None):
     layers = np.abs(np.diagonal(np.asarray(tr.overlap), axis1=1, axis2=2))  # (iterations + 1, layers)
     text = json.dumps({"skip": skip, "key": key, "alpha": float(method.windows(settings)[transition][step]),
                        "d": d, "level": settings["level"], "cap": settings["max_iter"],
-                       **{f"m{i + 1}{i + 1}": np.round(layers[:, i], 6).tolist() for i in range(layers.shape[1])}})
+                       **{f"m{i + 1}{i + 1}": [float(f"{x:.4g}") for x in layers[:, i]] for i in range(layers.shape[1])}})
     if out:
         Path(out).write_text(text + "\n")
     else:

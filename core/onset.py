@@ -55,11 +55,12 @@ sets design = sequential, without the stopping rule):
   lie on their side of the level its onset at that size is the grid's, bit for bit; the bootstrap draws
   differ. Each step is a round of works (`Method.tasks`), both transitions side by side.
 
-The stopping rule (`stop_test`, settings stop_window, stop_fraction and stop_flat): an instance stops before
-the iteration cap once every layer's overlap has settled over the last stop_window iterations: stayed below
-stop_fraction x level / sqrt(d) with its fastest recent growth, continued to the cap, staying below that
-bound (`settled_low`: its final overlap at the cap would be below the level), or stood still (`settled_flat`:
-within stop_flat of its value). Every layer, not only the one the transition reads: an overlap at zero
+The stopping rule (`stop_test`, settings stop_window, stop_fraction, stop_envelope and stop_flat): an instance
+stops before the iteration cap once every layer's overlap has settled over the last stop_window iterations:
+stayed below stop_fraction x level / sqrt(d) with the fastest recent growth of its envelope (its largest
+value over stop_envelope iterations, which spans the troughs of an oscillation), continued to the cap,
+staying below that bound (`settled_low`: its final overlap at the cap would be below the level), or stood
+still (`settled_flat`: within stop_flat of its value). Every layer, not only the one the transition reads: an overlap at zero
 while another layer is still being learned can turn and escape once that layer has settled.
 """
 
@@ -193,13 +194,26 @@ def settled_flat(recent, *, floor, rtol):
     return bool(recent.max() - recent.min() <= rtol * recent[-1])
 
 
-def stop_test(d, *, level, fraction, cap, window, flat=0.0):
+def stop_test(d, *, level, fraction, cap, window, flat=0.0, envelope=1):
     """The stopping rule of one instance as a test on GAMP's records (`core/gamp.py`, `iterate(stop=...)`;
     each record's first entry is the overlap matrix M), with bound = fraction * level / sqrt(d) and `cap` the
     iteration cap. True once, over the last `window` iterations, every layer's |M_ll| has either
     `settled_low` under the bound or, with flat > 0, `settled_flat` (range <= flat of its value, all values at
     or above the bound): the run's overlaps have stopped moving, so its final values are the capped run's to
     about that fraction.
+
+    `settled_low` judges the layer's envelope, its largest |M_ll| over the last `envelope` iterations at each
+    iteration of the window (1: the values themselves), and projects from the envelope's current value. An
+    overlap near zero often decays while it oscillates through zero (smi at c = 0.1 in the alpha_2 window:
+    |M22| falls from 1e-3 to 1e-6 with a period of 10 to 12 iterations and troughs down to 1e-8): each
+    trough-to-peak pair of the raw values reads as growth by 10 to 10^3 an iteration, so the raw rule never
+    stops it, while the envelope spans the troughs and decays with the peaks. A growth, smooth or while it
+    oscillates (smi at c = 2: period ~13, each peak 2.5 to 3 times the one before), still raises the
+    envelope. The envelope remembers an earlier bump for `envelope` iterations, under which a growth from the
+    trough after it would read as flat: a layer whose current value is at least every other value over the
+    envelope's span is rising now and is not settled low (smi at c = 1, d = 2000, alpha = 0.7: |M11| bumps to
+    4e-6, falls to 0, and grows back past the bump at ~1 to 7% an iteration to 9.5e-3 at the cap). The first
+    `window + envelope - 1` iterations are never stopped.
 
     Every layer, and not only the one a transition reads, for two reasons. The growth that
     `settled_low` extrapolates is that of a stationary map: while another layer is still being learned the
@@ -214,14 +228,26 @@ def stop_test(d, *, level, fraction, cap, window, flat=0.0):
         return None
     bound = fraction * level / math.sqrt(d)
 
+    span = window + envelope - 1  # iterations before the current one that the test reads
+    if envelope < 1:
+        raise ValueError(f"envelope = {envelope}: the envelope spans at least 1 iteration")
+
     def decided(records):
         t = len(records) - 1
-        if t < window:
+        if t < span:
             return False
-        # |M_ll| over the window: (window + 1, layers)
-        diagonals = np.abs(np.array([np.diagonal(np.atleast_2d(r[0])) for r in records[t - window:]]))
-        return all(settled_low(m, bound=bound, remaining=cap - t)
-                   or (flat > 0 and settled_flat(m, floor=bound, rtol=flat)) for m in diagonals.T)
+        # |M_ll| over the window and the envelope's reach before it: (span + 1, layers)
+        diagonals = np.abs(np.array([np.diagonal(np.atleast_2d(r[0])) for r in records[t - span:]]))
+        # the envelope at each iteration of the window: (window + 1, layers)
+        peaks = np.lib.stride_tricks.sliding_window_view(diagonals, envelope, axis=0).max(axis=-1)
+        # a layer at a new high over the envelope's span is rising now, whatever the envelope says; at the floor
+        # (`settled_low`'s STOP_FLOOR) it is at zero, not rising
+        floored = np.maximum(diagonals[-envelope:], STOP_FLOOR * bound)
+        rising = ((floored[-1] > STOP_FLOOR * bound) & (floored[-1] >= floored[:-1].max(axis=0)) if envelope > 1
+                  else np.zeros(diagonals.shape[1], dtype=bool))
+        return all((not up and settled_low(p, bound=bound, remaining=cap - t))
+                   or (flat > 0 and settled_flat(m[-(window + 1):], floor=bound, rtol=flat))
+                   for p, m, up in zip(peaks.T, diagonals.T, rising))
 
     return decided
 
@@ -351,8 +377,8 @@ ONSET_SETTINGS = {
 DESIGNS = ("grid", "sequential")
 
 
-def design_settings(targets, default="sequential", stopping=True, stop_window=20, stop_fraction=3e-3,
-                    stop_flat=1e-2):
+def design_settings(targets, default="sequential", stopping=True, stop_window=20, stop_fraction=1e-2,
+                    stop_flat=1e-2, stop_envelope=12):
     """The settings of the sequential design (`OnsetMethod._sequential_tasks`) and, with `stopping`, of the
     stopping rule (`stop_test`): `targets` {transition: s.e. at which the design stops adding seeds},
     `default` the design a point runs unless a spec sets one. Only a family whose `run_instance` takes the
@@ -378,6 +404,10 @@ def design_settings(targets, default="sequential", stopping=True, stop_window=20
         out["stop_fraction"] = Param("stop_fraction", "float", "stopping rule: 'zero' is below this fraction of "
                                      "the level / sqrt(d), with no growth that reaches it by the cap", stop_fraction,
                                      low=0.0, high=1.0)
+        out["stop_envelope"] = Param("stop_envelope", "int", "stopping rule: the zero test reads each "
+                                     "overlap's largest value over this many iterations, so that the troughs of "
+                                     "an overlap that oscillates while it decays do not read as growth (1: the "
+                                     "values themselves)", stop_envelope, low=1, high=10_000, low_inclusive=True)
         out["stop_flat"] = Param("stop_flat", "float", "stopping rule: an instance also stops once every layer's "
                                  "overlap has moved by at most this fraction of its value over stop_window "
                                  "iterations, or sits at zero (0: only the zero rule)", stop_flat, low=0.0,

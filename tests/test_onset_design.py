@@ -78,21 +78,75 @@ def test_the_rule_does_not_stop_a_late_escape_of_logged_smi_runs():
     at zero only if the capped run ends below the bound. The rule of onset version 6 (the watched layer alone,
     its growth measured into the current value only) broke it on both, stopping them at zero at iterations 25
     and 30."""
-    from seqphase.core.models import get_model
-
-    shipped = {k: p.default for k, p in get_model("smi").method("onset").settings.items()}  # the sweep's rule
     runs = json.loads(ESCAPES.read_text())["runs"]
     for run in runs:
         d, cap, level = run["d"], run["cap"], run["level"]
         m11, m22 = np.array(run["m11"]), np.array(run["m22"])
-        bound = shipped["stop_fraction"] * level / math.sqrt(d)
-        rule = onset.stop_test(d, level=level, fraction=shipped["stop_fraction"], cap=cap,
-                               window=shipped["stop_window"], flat=shipped["stop_flat"])
+        rule, bound = _shipped_rule(d, level, cap)  # the sweep's rule
         t = _first_stop(rule, m11, m22)
         final = m11[-1]
         if t is not None:  # stopped: at the capped run's side of the level, and at zero only if it stays there
             assert (m11[t] > level / math.sqrt(d)) == (final > level / math.sqrt(d)), (run["key"], t)
             assert m11[t] >= bound or final < bound, (run["key"], t, final)
+
+
+OSCILLATIONS = Path(__file__).parent / "data" / "smi" / "onset-oscillation-c0.1-d2000.json"
+REGROWTH = Path(__file__).parent / "data" / "smi" / "onset-regrowth-c1-d2000.json"
+
+
+def _shipped_rule(d, level, cap, **change):
+    from seqphase.core.models import get_model
+
+    shipped = {k: p.default for k, p in get_model("smi").method("onset").settings.items()}
+    settings = {"fraction": shipped["stop_fraction"], "window": shipped["stop_window"], "flat": shipped["stop_flat"],
+                "envelope": shipped["stop_envelope"], **change}
+    return onset.stop_test(d, level=level, cap=cap, **settings), settings["fraction"] * level / math.sqrt(d)
+
+
+def test_a_decay_through_oscillations_stops_at_zero_on_the_envelope():
+    """Three logged GAMP runs of smi at c = 0.1, alpha = 0.25, d = 2000 (no early stop; tests/data/smi): |M22|
+    decays from ~1e-3 to ~1e-6 while it oscillates through zero (troughs down to 1e-8). On the envelope the
+    rule stops each at zero, and the capped run ends below the bound there; on the raw values (envelope 1,
+    onset version 7's rule) each trough-to-peak pair reads as growth and seed 1 runs to the cap."""
+    for run in json.loads(OSCILLATIONS.read_text())["runs"]:
+        rule, bound = _shipped_rule(run["d"], run["level"], run["cap"])
+        t = _first_stop(rule, run["m11"], run["m22"])
+        assert t is not None and t < 120, (run["key"], t)
+        assert run["m22"][t] < bound and run["m22"][-1] < bound and run["m11"][-1] < bound, run["key"]
+        if run["key"].endswith("-s1"):
+            raw, _ = _shipped_rule(run["d"], run["level"], run["cap"], envelope=1)
+            t_raw = _first_stop(raw, run["m11"], run["m22"])
+            assert t_raw is None or t_raw >= run["cap"]  # at the cap the run ends anyway
+
+
+def test_a_growth_back_past_an_earlier_bump_is_not_stopped_at_zero():
+    """A logged run of smi at c = 1, alpha = 0.7, d = 2000 (the watched |M11|, tests/data/smi): it bumps to
+    4e-6, falls to 0 and grows back past the bump to 9.5e-3 at the cap, above the bound. While the bump is in
+    its reach the envelope reads the regrowth as flat; the layer's current value, a new high over the
+    envelope's span, says it is rising, and the rule waits."""
+    run = json.loads(REGROWTH.read_text())
+    rule, bound = _shipped_rule(run["d"], run["level"], run["cap"])
+    m11 = run["m11"]
+    assert m11[-1] > bound
+    records = [(np.atleast_2d(m),) for m in m11]
+    t = next((t for t in range(1, len(records)) if rule(records[:t + 1])), None)
+    assert t is None or m11[t] >= bound, t
+
+
+def test_the_envelope_spans_troughs_but_not_a_steady_growth():
+    """A decaying oscillation (period 11, troughs 1e-3 of the peak) settles on the envelope; the same
+    oscillation growing by 1.08 an iteration does not, though its current value may be a trough."""
+    t = np.arange(60)
+    wave = np.abs(np.cos(2 * np.pi * t / 11)) + 1e-3
+    decaying, growing = 1e-4 * 0.97 ** t * wave, 1e-7 * 1.08 ** t * wave
+    for path, stops in ((decaying, True), (growing, False)):
+        rule = onset.stop_test(2000, level=2.0, fraction=1e-2, cap=150, window=20, envelope=12)
+        records = [(np.diag([m, 1e-14]),) for m in path]
+        assert any(rule(records[:k + 1]) for k in range(31, 60)) == stops
+    raw = onset.stop_test(2000, level=2.0, fraction=1e-2, cap=150, window=20)
+    assert not any(raw([(np.diag([m, 1e-14]),) for m in decaying[:k + 1]]) for k in range(20, 60))
+    with pytest.raises(ValueError, match="envelope"):
+        onset.stop_test(2000, level=2.0, fraction=1e-2, cap=150, window=20, envelope=0)
 
 
 def test_a_growth_seen_anywhere_in_the_window_counts():

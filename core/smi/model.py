@@ -377,7 +377,9 @@ class Onset(onset.OnsetMethod):
         if watch is not None and settings.get("stop_window", 0) > 0:
             stop = onset.stop_test(d, level=settings["level"],
                                    fraction=settings["stop_fraction"], cap=settings["max_iter"],
-                                   window=settings["stop_window"], flat=settings["stop_flat"])
+                                   window=settings["stop_window"], flat=settings["stop_flat"],
+                                   # settings stored before onset version 8 have no envelope: the raw values
+                                   envelope=settings.get("stop_envelope", 1))
         if resolution is None:
             # settings stored before onset version 6 have no `posterior`: they ran on the SE's grid
             resolution = RESOLUTIONS[settings.get("posterior", "fine")]
@@ -430,13 +432,15 @@ class SMIModel(Model):
                                        "fixed; v8: small-skip grid refined per axis; v9: the posterior's sigmoids "
                                        "from running products)",
                                        excludes=("alpha",)),
-                "onset": Onset(_ONSET, version=7, doc="alpha_2 and alpha_1 by GAMP at several sizes d, "
+                "onset": Onset(_ONSET, version=8, doc="alpha_2 and alpha_1 by GAMP at several sizes d, "
                                "extrapolated d -> infinity (v2: diverged GAMP runs left out of the rule; v3: "
                                "small-skip grid refined per axis; v4: the sequential design and the stopping "
                                "rule of core/onset.py; v5: the posterior's sigmoids from running products; v6: the "
                                "'coarse' posterior grid, instances whose overlaps stand still stop (stop_flat), "
                                "stop_fraction 3e-3; v7: an instance stops only once every layer has settled, "
-                               "not at zero on the watched layer alone)",
+                               "not at zero on the watched layer alone; v8: the zero test reads each overlap's envelope over "
+                               "stop_envelope = 12 iterations, so a decay through oscillations stops, and "
+                               "stop_fraction 1e-2)",
                                excludes=("alpha",)),
                 # alpha is a setting of sgd (not a grid dim): the log length depends on it
                 "sgd": SGD(_SGD, version=1, doc="layer-wise SGD experiment", excludes=("alpha",)),
