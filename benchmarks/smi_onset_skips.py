@@ -1,7 +1,7 @@
 """The `smi-thresholds-gamp` points stored in one or more stores, one row per skip: what each cost and what it
 found, for the table of docs/validation/smi.md that sets the default design beside the grid's points.
 
-    python benchmarks/smi_onset_skips.py STORE [STORE ...] [--markdown]
+    python benchmarks/smi_onset_skips.py STORE [STORE ...] [--markdown] [--first-seeds N]
 
 Every done point of the sweep in each store (any skip; a skip found in two stores is an error) gives:
 - its CPU-s of work (the point's stored runtime_s, the figure `seqphase status` sums) and its instances (those
@@ -9,7 +9,9 @@ Every done point of the sweep in each store (any skip; a skip found in two store
 - per transition, the seeds per size, the stored per-size onsets, and the extrapolation d -> infinity under
   the default correction (d^-1/3, as stored: alpha_gamp +- alpha_gamp_se, chi2), with the d^-1/2 and d^-1
   estimates recomputed from the same per-size onsets (core/onset.py `extrapolate`) as a range;
-- the onset method's version the point was computed with.
+- the onset method's version the point was computed with;
+- with --first-seeds N, each transition's per-size onsets recomputed on seeds 0 .. N-1 alone (the seeds of a
+  grid point of n_seeds = N, on the same streams): whether a design moved the grid's onsets.
 The last line sums the CPU-s and instances. Nothing is run: the stores are only read.
 """
 
@@ -26,8 +28,25 @@ SWEEP = "smi-thresholds-gamp"
 TRANSITIONS = ("alpha1", "alpha2")
 
 
-def rows_of(store):
-    """{skip: row} of the done points of the sweep in `store`."""
+def first_seed_onsets(at, sizes, t, n):
+    """The per-size onsets of transition `t` of one stored point `at` recomputed from its first `n` seeds only
+    (those a grid point of n_seeds = n runs on the same streams), on the alphas the point ran at each size."""
+    alphas, observable = at[f"{t}_alpha"].values, at[f"{t}_overlap_{2 if t == 'alpha2' else 1}"].values
+    out = []
+    for i, d in enumerate(sizes):
+        lo, hi = int(at[f"{t}_step_lo"][i]), int(at[f"{t}_step_hi"][i])
+        try:
+            value, _ = onset.onset_at_size(alphas[lo:hi + 1], observable[i, lo:hi + 1, :n], d, level=2.0,
+                                           rng=np.random.default_rng(0))
+        except onset.OnsetWindowError:
+            value = float("nan")
+        out.append(value)
+    return out
+
+
+def rows_of(store, first_seeds=0):
+    """{skip: row} of the done points of the sweep in `store` (with `first_seeds` > 0, each transition's
+    per-size onsets on its first that many seeds as well)."""
     from seqphase.results.query import open_results
     from seqphase.results.store import DONE
 
@@ -51,6 +70,7 @@ def rows_of(store):
                 "onsets": [float(v) for v in onsets],
                 "value": float(at[f"{t}_gamp"]), "se": float(at[f"{t}_gamp_se"]),
                 "chi2": float(at[f"{t}_gamp_chi2"]),
+                "first": first_seed_onsets(at, sizes, t, first_seeds) if first_seeds else None,
                 "range": [onset.extrapolate(np.array(sizes)[ok], onsets[ok], ses[ok], c)[0]
                           for c in ("d^-1/2", "d^-1")],
             }
@@ -62,13 +82,15 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("stores", nargs="+", help="zarr stores holding points of the sweep")
     parser.add_argument("--markdown", action="store_true", help="the table of docs/validation/smi.md")
+    parser.add_argument("--first-seeds", type=int, default=0, metavar="N",
+                        help="also the per-size onsets on seeds 0 .. N-1 alone (a grid point's seeds at n_seeds = N)")
     args = parser.parse_args(argv)
     from seqphase.core.errors import SeqphaseError
 
     every, sizes = {}, None
     for store in args.stores:
         try:
-            these, rows = rows_of(store)
+            these, rows = rows_of(store, args.first_seeds)
         except SeqphaseError as exc:
             print(f"smi_onset_skips.py: {exc.one_line()}", file=sys.stderr)
             return 2
@@ -107,6 +129,9 @@ def main(argv=None):
                 seeds = " / ".join(map(str, row[t]["seeds"]))
                 print(f"  {t}: onsets at d = {sizes_text}: {onsets} (seeds {seeds}); d -> inf: {value}, "
                       f"chi2 {row[t]['chi2']:.1f}")
+                if row[t]["first"] is not None:
+                    first = " / ".join(f"{v:.3f}" for v in row[t]["first"])
+                    print(f"  {t}: onsets on seeds 0-{args.first_seeds - 1} alone: {first}")
     total_cpu = sum(r["cpu_s"] for r in every.values())
     total_n = sum(r["instances"] for r in every.values())
     print(f"{len(every)} skips: {total_cpu:,.0f} CPU-s of work, {total_n} instances")
