@@ -18,6 +18,7 @@ The last line sums the CPU-s and instances. Nothing is run: the stores are only 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 import numpy as np
@@ -28,15 +29,19 @@ SWEEP = "smi-thresholds-gamp"
 TRANSITIONS = ("alpha1", "alpha2")
 
 
-def first_seed_onsets(at, sizes, t, n):
+def first_seed_onsets(at, sizes, t, n, level):
     """The per-size onsets of transition `t` of one stored point `at` recomputed from its first `n` seeds only
-    (those a grid point of n_seeds = n runs on the same streams), on the alphas the point ran at each size."""
-    alphas, observable = at[f"{t}_alpha"].values, at[f"{t}_overlap_{2 if t == 'alpha2' else 1}"].values
+    (those a grid point of n_seeds = n runs on the same streams), on the alphas the point ran at each size,
+    with the point's `level`."""
+    from seqphase.core.models import get_model
+
+    watched = get_model("smi").method("onset").transitions[t]  # the observable the transition reads
+    alphas, observable = at[f"{t}_alpha"].values, at[f"{t}_{watched}"].values
     out = []
     for i, d in enumerate(sizes):
         lo, hi = int(at[f"{t}_step_lo"][i]), int(at[f"{t}_step_hi"][i])
         try:
-            value, _ = onset.onset_at_size(alphas[lo:hi + 1], observable[i, lo:hi + 1, :n], d, level=2.0,
+            value, _ = onset.onset_at_size(alphas[lo:hi + 1], observable[i, lo:hi + 1, :n], d, level=level,
                                            rng=np.random.default_rng(0))
         except onset.OnsetWindowError:
             value = float("nan")
@@ -52,6 +57,7 @@ def rows_of(store, first_seeds=0):
 
     ds = open_results(SWEEP, store=store)
     version = ds.attrs["algorithm_version"]
+    level = json.loads(ds.attrs["settings"])["level"]
     sizes = [int(d) for d in ds["size"].values]
     rows = {}
     for skip in ds["skip"].values:
@@ -70,7 +76,7 @@ def rows_of(store, first_seeds=0):
                 "onsets": [float(v) for v in onsets],
                 "value": float(at[f"{t}_gamp"]), "se": float(at[f"{t}_gamp_se"]),
                 "chi2": float(at[f"{t}_gamp_chi2"]),
-                "first": first_seed_onsets(at, sizes, t, first_seeds) if first_seeds else None,
+                "first": first_seed_onsets(at, sizes, t, first_seeds, level) if first_seeds else None,
                 "range": [onset.extrapolate(np.array(sizes)[ok], onsets[ok], ses[ok], c)[0]
                           for c in ("d^-1/2", "d^-1")],
             }

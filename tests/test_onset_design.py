@@ -65,8 +65,9 @@ def test_stop_test_waits_for_every_layer():
 ESCAPES = Path(__file__).parent / "data" / "smi" / "onset-escape-c2-d1000.json"
 
 
-def _first_stop(test, m11, m22):
-    records = [(np.diag([a, b]),) for a, b in zip(m11, m22)]
+def _first_stop(test, *layers):
+    """The first iteration at which `test` stops a run whose per-iteration |M_ll| are `layers` (one list each)."""
+    records = [(np.diag(m),) for m in zip(*layers)]
     return next((t for t in range(1, len(records)) if test(records[:t + 1])), None)
 
 
@@ -128,8 +129,7 @@ def test_a_growth_back_past_an_earlier_bump_is_not_stopped_at_zero():
     rule, bound = _shipped_rule(run["d"], run["level"], run["cap"])
     m11 = run["m11"]
     assert m11[-1] > bound
-    records = [(np.atleast_2d(m),) for m in m11]
-    t = next((t for t in range(1, len(records)) if rule(records[:t + 1])), None)
+    t = _first_stop(rule, m11)
     assert t is None or m11[t] >= bound, t
 
 
