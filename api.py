@@ -334,14 +334,14 @@ def status(sweep, store=None):
     if worker_jobs:  # recorded per point by the workers (SLURM_JOB_ID); sacct is never asked
         ordered = sorted(worker_jobs.items(), key=lambda item: (len(item[0]), item[0]))
         lines.append("  slurm worker jobs (points done): " + ", ".join(f"{job} ({n})" for job, n in ordered))
-    lines += list(width_lines(group.attrs.get("runs", []), lambda: group.read("runtime_s")[codes == 2]))
+    holder = read_holder(group.store.path / LOCK_NAME)
+    live = holder is not None and not judge(group.store.path / LOCK_NAME, holder)
+    lines += list(width_lines(group.attrs.get("runs", []), lambda: group.read("runtime_s")[codes == 2], live))
     kept = Parts(group.store.path, group.name).counts()
     if kept:  # a point cut into works keeps each finished one until the point is stored (results/parts.py)
         lines.append(f"  works kept of points not stored yet: {sum(kept.values())} in {len(kept)} point"
                      f"{'s' if len(kept) > 1 else ''} (" + ", ".join(f"{h[:12]}: {n}" for h, n in sorted(kept.items()))
                      + "); a run submits only their other works")
-    holder = read_holder(group.store.path / LOCK_NAME)
-    live = holder is not None and not judge(group.store.path / LOCK_NAME, holder)
     unfinished = "running or killed" if live else "stopped before recording its outcome (killed, or the store " \
         "could not be written)"
     runs = list(group.attrs.get("runs", []))

@@ -1,7 +1,7 @@
 """The `smi-thresholds-gamp` points stored in one or more stores, one row per skip: what each cost and what it
 found, for the table of docs/validation/smi.md that sets the default design beside the grid's points.
 
-    python benchmarks/smi_onset_skips.py STORE [STORE ...] [--markdown] [--first-seeds N]
+    python benchmarks/smi_onset_skips.py STORE [STORE ...] [--markdown] [--first-seeds N] [--against LOG ...]
 
 Every done point of the sweep in each store (any skip; a skip found in two stores is an error) gives:
 - its CPU-s of work (the point's stored runtime_s, the figure `seqphase status` sums) and its instances (those
@@ -11,7 +11,11 @@ Every done point of the sweep in each store (any skip; a skip found in two store
   estimates recomputed from the same per-size onsets (core/onset.py `extrapolate`) as a range;
 - the onset method's version the point was computed with;
 - with --first-seeds N, each transition's per-size onsets recomputed on seeds 0 .. N-1 alone (the seeds of a
-  grid point of n_seeds = N, on the same streams): whether a design moved the grid's onsets.
+  grid point of n_seeds = N, on the same streams): whether a design moved the grid's onsets;
+- with --against LOG (one store; a log of one skip's instances as `benchmarks/smi_onset.py` writes it, e.g.
+  benchmarks/results/onset/smi-c0.0001-alpha1-v3.jsonl), the stored instances set beside the logged ones of
+  the same key (transition, size, alpha step, seed): how many the watched |M| differs for by more than 0.01,
+  how many of those the stopping rule stopped early, and how many sit on the other side of the level.
 The last line sums the CPU-s and instances. Nothing is run: the stores are only read.
 """
 
@@ -47,6 +51,49 @@ def first_seed_onsets(at, sizes, t, n, level):
             value = float("nan")
         out.append(value)
     return out
+
+
+def against_log(store, paths):
+    """Lines setting the stored instances of the one done point in `store` beside the logged instances in
+    `paths` (jsonl, one instance a line, keyed '<transition>-d<size>-a<step>-s<seed>')."""
+    from seqphase.core.models import get_model
+    from seqphase.results.query import open_results
+
+    ds = open_results(SWEEP, store=store)
+    if ds.sizes["skip"] != 1:
+        raise ValueError(f"--against compares one skip's point; {store} holds {ds.sizes['skip']} skips")
+    at = ds.squeeze(drop=True)
+    level = json.loads(ds.attrs["settings"])["level"]
+    sizes = [int(d) for d in ds["size"].values]
+    logged = {}
+    for path in paths:
+        with open(path) as handle:
+            for line in handle:
+                record = json.loads(line)
+                logged[record["key"]] = record
+    lines = []
+    for t, watched in get_model("smi").method("onset").transitions.items():
+        new, old, early = at[f"{t}_{watched}"].values, [], at[f"{t}_stopped"].values
+        compared = moved = moved_early = crossed = 0
+        for (i, a, s), value in np.ndenumerate(new):
+            record = logged.get(f"{t}-d{sizes[i]}-a{a}-s{s}")
+            if record is None or not np.isfinite(value) or at[f"{t}_n_iter"].values[i, a, s] < 0:
+                continue
+            compared += 1
+            cut = level / np.sqrt(sizes[i])
+            before = abs(record[watched])
+            if abs(abs(value) - before) > 0.01:
+                moved += 1
+                moved_early += bool(early[i, a, s])
+            crossed += (abs(value) > cut) != (before > cut)
+            old.append((sizes[i], a, s, abs(value), before))
+        if compared:
+            largest = max(old, key=lambda o: abs(o[3] - o[4]))
+            lines.append(f"  {t}: {compared} instances in both; |{watched}| differs by > 0.01 on {moved} "
+                         f"({moved_early} of them stopped early), the other side of the level on {crossed}; "
+                         f"largest at d = {largest[0]}, step {largest[1]}, seed {largest[2]}: "
+                         f"{largest[3]:.4f} against {largest[4]:.4f}")
+    return lines
 
 
 def rows_of(store, first_seeds=0):
@@ -88,6 +135,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("stores", nargs="+", help="zarr stores holding points of the sweep")
     parser.add_argument("--markdown", action="store_true", help="the table of docs/validation/smi.md")
+    parser.add_argument("--against", nargs="+", default=[], metavar="LOG",
+                        help="one store: its instances beside those of these logs (benchmarks/smi_onset.py's jsonl)")
     parser.add_argument("--first-seeds", type=int, default=0, metavar="N",
                         help="also the per-size onsets on seeds 0 .. N-1 alone (a grid point's seeds at n_seeds = N)")
     args = parser.parse_args(argv)
@@ -138,6 +187,15 @@ def main(argv=None):
                 if row[t]["first"] is not None:
                     first = " / ".join(f"{v:.3f}" for v in row[t]["first"])
                     print(f"  {t}: onsets on seeds 0-{args.first_seeds - 1} alone: {first}")
+    if args.against:
+        if len(args.stores) != 1:
+            print("smi_onset_skips.py: --against compares one store (fix: name one)", file=sys.stderr)
+            return 2
+        try:
+            print(f"against {', '.join(args.against)}:", *against_log(args.stores[0], args.against), sep="\n")
+        except (OSError, ValueError, KeyError) as exc:
+            print(f"smi_onset_skips.py: --against: {exc}", file=sys.stderr)
+            return 2
     total_cpu = sum(r["cpu_s"] for r in every.values())
     total_n = sum(r["instances"] for r in every.values())
     print(f"{len(every)} skips: {total_cpu:,.0f} CPU-s of work, {total_n} instances")

@@ -9,7 +9,8 @@ it computed, their summed runtime, the longest chain of works of one point and t
 
 A sweep run in several pieces (resumed, grown, retried) sums the works and takes the longest chain over
 its runs. Runs stored by versions that did not record this are counted from the ledger (one task a
-point, its runtime).
+point, its runtime). A run killed before it recorded its measurements is not counted: the works it finished
+and kept are in its points' ledger runtime_s, which the report then states beside the measured figure.
 """
 
 from __future__ import annotations
@@ -17,14 +18,16 @@ from __future__ import annotations
 import math
 
 
-def measured(runs, runtimes):
-    """(works, work_s, chain_s, longest_s, runs counted, runs not measured) over `runs` (the group's run
-    records); `runtimes()`: the ledger's runtime_s of the done points, asked for only when no run was
-    measured (the estimate for sweeps stored by older versions)."""
+def measured(runs, runtimes, running=False):
+    """(works, work_s, chain_s, longest_s, runs counted, runs not measured, runs interrupted) over `runs`
+    (the group's run records); `runtimes()`: the ledger's runtime_s of the done points, asked for only when
+    no run was measured (the estimate for sweeps stored by older versions). Interrupted: a run record with
+    no outcome (killed before it wrote one), whose kept works are in no run's figures; with `running`, the
+    last record is a run still going, not an interrupted one."""
     works = 0
     work = chain = longest = 0.0
-    counted = unmeasured = 0
-    for run in runs:
+    counted = unmeasured = interrupted = 0
+    for number, run in enumerate(runs):
         if "work_s" in run:
             works += run["works"]
             work += run["work_s"]
@@ -33,17 +36,23 @@ def measured(runs, runtimes):
             counted += 1
         elif run.get("done"):
             unmeasured += 1
+        elif "outcome" not in run and not (running and number == len(runs) - 1):
+            interrupted += 1
     if unmeasured and not counted and runtimes is not None:
         # older runs: one task a point, its ledger runtime
-        fallback = [float(r) for r in runtimes() if math.isfinite(float(r))]
+        fallback = finite(runtimes())
         if fallback:
             works, work, chain, longest = len(fallback), sum(fallback), max(fallback), max(fallback)
-    return works, work, chain, longest, counted, unmeasured
+    return works, work, chain, longest, counted, unmeasured, interrupted
 
 
-def width_lines(runs, runtimes=None):
-    """The lines `seqphase status` prints about the sweep's width."""
-    works, work, chain, longest, counted, unmeasured = measured(runs, runtimes)
+def finite(values):
+    return [float(v) for v in values if math.isfinite(float(v))]
+
+
+def width_lines(runs, runtimes=None, running=False):
+    """The lines `seqphase status` prints about the sweep's width (`running`: the last run is still going)."""
+    works, work, chain, longest, counted, unmeasured, interrupted = measured(runs, runtimes, running)
     if not works:
         return ["  width: not measured yet (run the sweep, or a reduced grid of it with --set, first)"]
     parallelism = work / chain if chain > 0 else float("inf")
@@ -56,4 +65,10 @@ def width_lines(runs, runtimes=None):
         lines.append(f"  ({unmeasured} earlier runs recorded no task measurements and are not counted)")
     elif unmeasured:
         lines.append("  (estimated from the ledger: these runs recorded no task measurements, one task a point)")
+    if interrupted and counted:
+        # the works such a run finished were kept and reused, so the points' runtime_s holds them
+        ledger = f"; the done points' runtime_s, which sums every work kept: {sum(finite(runtimes())):.1f} CPU-s" \
+            if runtimes is not None else ""
+        lines.append(f"  ({interrupted} run{'s' if interrupted > 1 else ''} stopped before recording measurements: "
+                     f"the works {'they' if interrupted > 1 else 'it'} finished are not counted above{ledger})")
     return lines
