@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -56,6 +57,8 @@ def first_seed_onsets(at, sizes, t, n, level):
 def against_log(store, paths):
     """Lines setting the stored instances of the one done point in `store` beside the logged instances in
     `paths` (jsonl, one instance a line, keyed '<transition>-d<size>-a<step>-s<seed>')."""
+    from smi_onset import done_keys  # the reader of the logs that script writes (this folder)
+
     from seqphase.core.models import get_model
     from seqphase.results.query import open_results
 
@@ -67,28 +70,28 @@ def against_log(store, paths):
     sizes = [int(d) for d in ds["size"].values]
     logged = {}
     for path in paths:
-        with open(path) as handle:
-            for line in handle:
-                record = json.loads(line)
-                logged[record["key"]] = record
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"no log {path}")
+        logged.update(done_keys(Path(path)))
     lines = []
     for t, watched in get_model("smi").method("onset").transitions.items():
-        new, old, early = at[f"{t}_{watched}"].values, [], at[f"{t}_stopped"].values
-        compared = moved = moved_early = crossed = 0
+        new, ran, early = at[f"{t}_{watched}"].values, at[f"{t}_n_iter"].values >= 0, at[f"{t}_stopped"].values
+        pairs = []  # (size, step, seed, stored |M|, logged |M|)
+        moved = moved_early = crossed = 0
         for (i, a, s), value in np.ndenumerate(new):
-            record = logged.get(f"{t}-d{sizes[i]}-a{a}-s{s}")
-            if record is None or not np.isfinite(value) or at[f"{t}_n_iter"].values[i, a, s] < 0:
+            record = logged.get(onset.instance_key(t, sizes[i], a, s))
+            if record is None or not ran[i, a, s] or not np.isfinite(value):
                 continue
-            compared += 1
             cut = level / np.sqrt(sizes[i])
             before = abs(record[watched])
             if abs(abs(value) - before) > 0.01:
                 moved += 1
                 moved_early += bool(early[i, a, s])
             crossed += (abs(value) > cut) != (before > cut)
-            old.append((sizes[i], a, s, abs(value), before))
-        if compared:
-            largest = max(old, key=lambda o: abs(o[3] - o[4]))
+            pairs.append((sizes[i], a, s, abs(value), before))
+        if pairs:
+            compared = len(pairs)
+            largest = max(pairs, key=lambda o: abs(o[3] - o[4]))
             lines.append(f"  {t}: {compared} instances in both; |{watched}| differs by > 0.01 on {moved} "
                          f"({moved_early} of them stopped early), the other side of the level on {crossed}; "
                          f"largest at d = {largest[0]}, step {largest[1]}, seed {largest[2]}: "
