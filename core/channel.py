@@ -32,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import special
 
+from seqphase.core.contract import Likelihood
 from seqphase.core.numerics import LOG_SQRT_2PI as _LOG_SQRT_2PI
 from seqphase.core.numerics import H, gauss_hermite, logcosh, sech2
 
@@ -69,10 +70,16 @@ def _scalar_args(y, omega, V):
     return y, omega, V
 
 
-class ScalarChannel(Channel):
+class ScalarChannel(Channel, Likelihood):
     """A channel with a scalar pre-activation (p = 1) and closed forms. Subclasses implement
     ``sample_scalar``, ``log_partition``, ``g_out_scalar``, ``expect_y``, ``prediction_error`` and
     ``plugin_error``; the protocol's ``g_out`` and ``posterior`` are derived from ``g_out_scalar``.
+
+    A scalar channel is a `seqphase.Likelihood` (`core/contract.py`): it states ``log_likelihood(y, z)``
+    and ``labels`` as any user channel does, and its closed forms are overrides of what the derived
+    route (`core/plugins.py` `DerivedScalarChannel`) computes from the likelihood. A noiseless channel
+    with a continuous y (``noiseless``: |z|, z^2, z) has no finite likelihood; `noisy(delta)` is its
+    form y = f(z) + sqrt(delta) n, which the derived route runs.
 
     Attributes
     ----------
@@ -97,6 +104,17 @@ class ScalarChannel(Channel):
     def sample_scalar(self, z, rng):
         """Labels elementwise for an array z of pre-activations."""
         raise NotImplementedError
+
+    def log_likelihood(self, y, z):
+        if self.noiseless:
+            raise ValueError(f"{type(self).__name__} is noiseless (y a function of z): it has no finite "
+                             "likelihood; use its noisy form, noisy(delta)")
+        raise NotImplementedError
+
+    def noisy(self, delta):
+        """The channel with Gaussian label noise of variance `delta` added: y = f(z) + sqrt(delta) n, for a
+        noiseless channel (its `sample_scalar` must then not draw from the generator)."""
+        return NoisyChannel(self, delta)
 
     def log_partition(self, y, omega, V):
         raise NotImplementedError
@@ -164,9 +182,23 @@ class LinearChannel(ScalarChannel):
         if self.delta < 0:
             raise ValueError("delta must be >= 0")
 
+    @property
+    def noiseless(self):
+        return self.delta == 0.0
+
     def sample_scalar(self, z, rng):
         z = np.asarray(z, float)
+        if self.delta == 0.0:  # noiseless: no draw (the stream stays as it was)
+            return z.copy()
         return z + np.sqrt(self.delta) * rng.standard_normal(z.shape)
+
+    def log_likelihood(self, y, z):
+        if self.delta == 0.0:
+            return super().log_likelihood(y, z)
+        return -0.5 * (np.asarray(y, float) - z) ** 2 / self.delta - 0.5 * np.log(self.delta) - _LOG_SQRT_2PI
+
+    def noisy(self, delta):
+        return LinearChannel(self.delta + float(delta))
 
     def log_partition(self, y, omega, V):
         s = np.asarray(V, float) + self.delta
@@ -225,9 +257,15 @@ class SignChannel(ScalarChannel):
     g = y phi(u) / (sqrt V Phi(u)), dg = -R(u)(u + R(u)) / V with R = phi/Phi."""
 
     name = "sign"
+    labels = (-1.0, 1.0)
+    discrete = True
 
     def sample_scalar(self, z, rng):
         return np.where(np.asarray(z) >= 0, 1.0, -1.0)
+
+    def log_likelihood(self, y, z):
+        y, z = np.broadcast_arrays(np.asarray(y, float), np.asarray(z, float))
+        return np.where(np.where(z >= 0, 1.0, -1.0) == y, 0.0, -np.inf)
 
     def log_partition(self, y, omega, V):
         return special.log_ndtr(np.asarray(y, float) * omega / np.sqrt(V))
@@ -279,6 +317,7 @@ class AbsChannel(ScalarChannel):
 
     name = "abs"
     even = True
+    noiseless = True
     # GH in t converges slowly here: g has complex poles at distance pi/(2a) from the real t axis at
     # t* = -omega/sqrt V (a = |omega|/sqrt V), damped by the weight exp(-a^2/2). Measured worst
     # relative error of E[g^2] over a in [0.5, 10]: 1.1e-6 (120 nodes), 4.8e-8 (200), 3.1e-9 (300).
@@ -319,6 +358,7 @@ class SquareChannel(ScalarChannel):
 
     name = "square"
     even = True
+    noiseless = True
     n_hermite = 240  # same integrand as AbsChannel
 
     def sample_scalar(self, z, rng):
@@ -343,6 +383,27 @@ class SquareChannel(ScalarChannel):
     def plugin_error(self, rho, m, q):
         # E(z^2 - w^2)^2 = 3 rho^2 + 3 q^2 - 2 E z^2 w^2, with E z^2 w^2 = rho q + 2 m^2 (Isserlis)
         return float(3 * rho**2 + 3 * q**2 - 2 * (rho * q + 2 * m * m))
+
+
+class NoisyChannel(Likelihood):
+    """y = f(z) + sqrt(delta) n for a noiseless scalar channel y = f(z) (`ScalarChannel.noisy`): the
+    finite likelihood through which the derived route approaches a noiseless channel as delta -> 0."""
+
+    def __init__(self, channel, delta):
+        self.channel, self.delta = channel, float(delta)
+        if not self.delta > 0:
+            raise ValueError("the noisy form of a channel needs delta > 0")
+
+    def log_likelihood(self, y, z):
+        f = self.channel.sample_scalar(np.asarray(z, float), None)
+        return -0.5 * (np.asarray(y, float) - f) ** 2 / self.delta - 0.5 * np.log(self.delta) - _LOG_SQRT_2PI
+
+    def sample(self, z, rng):
+        f = self.channel.sample_scalar(np.asarray(z, float), None)
+        return f + np.sqrt(self.delta) * rng.standard_normal(f.shape)
+
+    def __repr__(self):
+        return f"{self.channel!r}.noisy({self.delta})"
 
 
 #: the scalar channels by registry name (the GLM's `channel` parameter)

@@ -561,10 +561,11 @@ def gaussian_kernel_rule(tol=1e-14):
 GAUSSIAN_TABLE_STEPS = 16.0
 
 
-def _window_sums_loop(omega, inverse_sigma, reach, first, last, z, weight, values, table, run_lo, run_hi,
-                      run_label, run_level, out):
-    """The loop of `gaussian_window_sums` (compiled by numba on first use, `_window_sums_kernel`)."""
-    n_labels = values.shape[1]
+def _window_sums_loop(omega, inverse_sigma, reach, first, last, z, weight, values, nonzero_lo, nonzero_hi, table,
+                      run_lo, run_hi, run_label, run_level, out):
+    """The loop of `gaussian_window_sums` (compiled by numba on first use, `_window_sums_kernel`); `values`
+    is (labels, nodes), each label's nonzero values within [nonzero_lo, nonzero_hi)."""
+    n_labels = values.shape[0]
     kernel = np.empty(z.size)
     nodes_t = np.empty(z.size)
     for k in range(omega.size):
@@ -582,8 +583,9 @@ def _window_sums_loop(omega, inverse_sigma, reach, first, last, z, weight, value
             s0 = 0.0
             s1 = 0.0
             s2 = 0.0
-            for j in range(start, stop):
-                term = kernel[j] * values[j, label]
+            # the nodes where the label's values are zero add exact zeros: skipped
+            for j in range(max(start, nonzero_lo[label]), min(stop, nonzero_hi[label])):
+                term = kernel[j] * values[label, j]
                 s0 += term
                 term *= nodes_t[j]
                 s1 += term
@@ -649,14 +651,34 @@ def gaussian_window_sums(omega, sigma, reach, z, weight, values, runs=None):
     and their Gaussian factors first, which costs more than the sums); phi at the nodes to a relative 3e-16
     (`GAUSSIAN_TABLE_STEPS`). With `gaussian_kernel_rule(tol)`'s (reach, nodes, width), panels of width
     <= width sigma and values resolved on them, each sum is within tol of the integral over the real line."""
+    return gaussian_window_sums_by_label(omega, sigma, reach, z, weight, *by_label_values(values), runs)
+
+
+def by_label_values(values):
+    """`values` (nodes, labels) laid out for `gaussian_window_sums_by_label`: (labels, nodes) contiguous, and
+    each label's first and last-plus-one node with a nonzero value (0, 0 where it has none)."""
+    by_label = np.ascontiguousarray(np.asarray(values, float).T)  # each label's nodes side by side in memory
+    if by_label.shape[1] == 0:  # no nodes (every stretch flat, in closed form): nothing to skip
+        empty = np.zeros(by_label.shape[0], dtype=np.int64)
+        return by_label, empty, empty
+    nonzero = by_label != 0.0
+    any_nonzero = nonzero.any(axis=1)
+    nonzero_lo = np.where(any_nonzero, np.argmax(nonzero, axis=1), 0)
+    nonzero_hi = np.where(any_nonzero, by_label.shape[1] - np.argmax(nonzero[:, ::-1], axis=1), 0)
+    return by_label, nonzero_lo, nonzero_hi
+
+
+def gaussian_window_sums_by_label(omega, sigma, reach, z, weight, by_label, nonzero_lo, nonzero_hi, runs=None):
+    """`gaussian_window_sums` on values laid out by `by_label_values` (a table read many times is laid out
+    once): the nodes outside a label's nonzero stretch are skipped."""
     omega = np.ascontiguousarray(omega, dtype=float)
     first = np.searchsorted(z, omega - reach * sigma, side="left")
     last = np.searchsorted(z, omega + reach * sigma, side="right")
-    out = np.empty((3, values.shape[1], omega.size))
+    out = np.empty((3, by_label.shape[0], omega.size))
     run_lo, run_hi, run_label, run_level = _NO_RUNS if runs is None else runs
-    if run_label.size and not 0 <= run_label.min() <= run_label.max() < values.shape[1]:
-        raise ValueError(f"runs: labels must index the {values.shape[1]} columns of values")
-    _window_sums_kernel()(omega, 1.0 / sigma, float(reach), first, last, z, weight, np.ascontiguousarray(values),
+    if run_label.size and not 0 <= run_label.min() <= run_label.max() < by_label.shape[0]:
+        raise ValueError(f"runs: labels must index the {by_label.shape[0]} columns of values")
+    _window_sums_kernel()(omega, 1.0 / sigma, float(reach), first, last, z, weight, by_label, nonzero_lo, nonzero_hi,
                           _gaussian_table(float(reach)), run_lo, run_hi, run_label, run_level, out)
     out *= 1.0 / (sigma * _SQRT_2PI)
     return out

@@ -264,14 +264,14 @@ def check_prior(prior, seed=0):
     rows = []
     n1 = n2 = 0.0
     for A in (0.3, 1.0, 5.0):
-        x0 = prior.sample(rng, N_DRAWS)
+        x0 = prior.sample(N_DRAWS, rng)
         B = A * x0 + math.sqrt(A) * rng.standard_normal(N_DRAWS)
         mean, var = prior.denoise(B, np.full(B.shape, A))
         n1 = max(n1, _mc_score(x0 * mean - mean * mean))
         n2 = max(n2, _mc_score(var - (x0 * x0 - mean * mean)))
     rows.append(Row("nishimori E[x0 f_in] = E[f_in^2] (sampler vs density), max |mean| / s.e.", n1, MC_SIGMAS))
     rows.append(Row("nishimori E[var] = E[x0^2] - E[f_in^2], max |mean| / s.e.", n2, MC_SIGMAS))
-    x = prior.sample(rng, N_DRAWS)
+    x = prior.sample(N_DRAWS, rng)
     second = x * x - prior.rho
     rows.append(Row("sample second moment vs quadrature rho, |mean| / s.e.", _mc_score(second), MC_SIGMAS))
     rows.append(Row("sample mean vs quadrature mean, |mean| / s.e.", _mc_score(x - prior.mean), MC_SIGMAS))

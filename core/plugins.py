@@ -49,10 +49,11 @@ from importlib import metadata
 import numpy as np
 
 from seqphase.core.channel import ScalarChannel
+from seqphase.core.contract import Likelihood, Prior
 from seqphase.core.errors import ParameterError
 from seqphase.core.numerics import (GAUSSIAN_EDGES, LOG_SQRT_2PI, adaptive_moments, gauss_hermite,
                                     gaussian_kernel_rule, gaussian_window_log_moments,
-                                    gaussian_window_sums, merged_panels,
+                                    by_label_values, gaussian_window_sums_by_label, merged_panels,
                                     resolve_panels, uniform_resolution, unit_legendre)
 
 ENTRY_POINT_GROUPS = {"channel": "seqphase.channels", "prior": "seqphase.priors"}
@@ -67,81 +68,6 @@ DERIVED_CHANNEL_VERSION = 3
 #: the same for p = 2 channel plug-ins (core/multiindex/plugin_channel.py), whose derivation has not
 #: changed since the tag first carried a version
 DERIVED_VECTOR_CHANNEL_VERSION = 2
-
-
-class Likelihood:
-    """A user output channel P(y | z), z in R^p, for the `glm` family.
-
-    Subclass it, write `log_likelihood` and `sample`, and name the class in a spec as
-    ``channel = "module:Class"``. Z_out, g_out and its derivative, the state evolution's expectations
-    over y and the errors are derived from the likelihood by adaptive quadrature, so every method of
-    the family runs on it; ``seqphase check module:Class`` runs the identity battery on it.
-
-    Attributes
-    ----------
-    labels : tuple or None
-        The values of a discrete y (e.g. ``(-1.0, 1.0)``), or None for a continuous y.
-    p : int
-        The dimension of z (1 for a GLM channel).
-
-    Notes
-    -----
-    The constructor's keyword arguments (numbers or booleans, each with a default or required) are model
-    parameters: a spec sets them in ``[params]`` and several values make a grid axis.
-
-    Methods to write:
-
-    - ``log_likelihood(y, z)``: log P(y | z), elementwise and broadcasting (for p = 1 z has no trailing
-      axis, for p > 1 it is ``(..., p)``): the log probability of a discrete y or the log density of a
-      continuous one, ``-inf`` where impossible;
-    - ``sample(z, rng)``: labels y ~ P(y | z) of the same leading shape, drawn from the
-      `numpy.random.Generator` ``rng``.
-
-    Optional closed forms (p = 1), used when present and checked against the derived ones:
-    ``g_out(y, omega, V) -> (g, dg)`` and ``log_partition(y, omega, V)``.
-    """
-
-    p = 1
-    labels = None
-
-    def log_likelihood(self, y, z):  # pragma: no cover - written by the user
-        raise NotImplementedError(f"{type(self).__name__} must define log_likelihood(y, z)")
-
-    def sample(self, z, rng):  # pragma: no cover - written by the user
-        raise NotImplementedError(f"{type(self).__name__} must define sample(z, rng)")
-
-
-class Prior:
-    """A user prior P0(x) of the signal's i.i.d. components, for the `glm` family.
-
-    Subclass it, write `log_density` and `sample`, and name the class in a spec as
-    ``prior = "module:Class"``. The denoiser and its variance are derived by quadrature.
-
-    Attributes
-    ----------
-    atoms : tuple or None
-        The values of a discrete prior, or None for a continuous one.
-    support : tuple
-        ``(lo, hi)`` of a continuous prior; either end may be infinite.
-    scale : float
-        The width over which a continuous density varies (the quadrature's first panels).
-
-    Notes
-    -----
-    Methods to write: ``log_density(x)`` (elementwise; for a discrete prior the log probability of each
-    atom) and ``sample(shape, rng)`` (draws of the given shape from the `numpy.random.Generator` ``rng``).
-    The constructor's keyword arguments are model parameters.
-    """
-
-    atoms = None
-    support = (-math.inf, math.inf)
-    scale = 1.0
-
-    def log_density(self, x):  # pragma: no cover - written by the user
-        raise NotImplementedError(f"{type(self).__name__} must define log_density(x)")
-
-    def sample(self, shape, rng):  # pragma: no cover - written by the user
-        raise NotImplementedError(f"{type(self).__name__} must define sample(shape, rng)")
 
 
 # -- naming, loading and identity ------------------------------------------------------------------
@@ -416,6 +342,8 @@ def _joined_runs(lo, hi, label, level, group=None):
     new[1:] = ((label[1:] != label[:-1]) | (group[1:] != group[:-1]) | (lo[1:] != hi[:-1])
                | (level[1:] != level[:-1]))
     start = np.flatnonzero(new)
+    if start.size == 0:  # no flat stretch at all (a smooth likelihood): no runs
+        return lo, hi, label.astype(np.int64), level
     end = np.append(start[1:], lo.size) - 1
     return lo[start], hi[end], label[start].astype(np.int64), level[start]
 
@@ -437,19 +365,22 @@ class DerivedScalarChannel(ScalarChannel):
     parameter values in a process and shared by every channel object built from them.
     """
 
-    n_label_nodes = 24
-    n_label_draws = 32
     label_seed = 20240601
 
     def __init__(self, plugin, name="plugin", tol=1e-11, use_closed_forms=True):
         if getattr(plugin, "p", 1) != 1:
             raise ParameterError("params.channel", f"{type(plugin).__name__} has p = {plugin.p}; the glm "
                                  "family takes p = 1 channels", "use the multiindex family for p > 1")
+        if getattr(plugin, "noiseless", False):
+            raise ParameterError("params.channel", f"{plugin!r} is noiseless (y a function of z): it has no "
+                                 "finite likelihood to derive from", "derive its noisy form, channel.noisy(delta)")
         self.plugin = plugin
         self.name = name
         self.tol = float(tol)
         self.labels = None if plugin.labels is None else np.asarray(plugin.labels, dtype=float)
         self.discrete = self.labels is not None
+        # a shipped channel's closed forms are its protocol (the object itself): wrapped, it is derived
+        use_closed_forms = use_closed_forms and not isinstance(plugin, ScalarChannel)
         self.closed_g_out = getattr(plugin, "g_out", None) if use_closed_forms else None
         self.closed_log_partition = getattr(plugin, "log_partition", None) if use_closed_forms else None
         self._structure = _structure(plugin)
@@ -589,11 +520,12 @@ class DerivedScalarChannel(ScalarChannel):
         if not (sigma > 0 and omega.size and omega.min() - reach * sigma > -self.z_window
                 and omega.max() + reach * sigma < self.z_window):
             return None
-        step = self.grid_step(width * sigma)
+        # a continuous label's likelihood is smooth in z on the scale `resolution`: no features to place
+        step = self.grid_step(width * sigma if self.discrete else min(width * sigma, self.resolution()))
         if self.z_window / step >= 2.0**50:  # chunk indices exact in float64 (V not vanishing)
             return None
-        z, weight, likelihood, runs = self.kernel_nodes(step, omega, reach * sigma)
-        mass, first, second = gaussian_window_sums(omega, sigma, reach, z, weight, likelihood, runs)
+        z, weight, by_label, runs = self.kernel_nodes(step, omega, reach * sigma)
+        mass, first, second = gaussian_window_sums_by_label(omega, sigma, reach, z, weight, *by_label, runs)
         safe = np.where(mass > 0, mass, 1.0)
         mean = first / safe
         var = np.maximum(second / safe - mean * mean, 0.0)
@@ -619,7 +551,7 @@ class DerivedScalarChannel(ScalarChannel):
 
     def kernel_nodes(self, step, omega, half_width):
         """The kernel rule over the grid of spacing `step` where the windows omega_k +- half_width reach it:
-        (z, weight, likelihood (nodes, labels), flat runs (lo, hi, label, level)). Nodes are kept where some
+        (z, weight, the likelihood laid out by `numerics.by_label_values`, flat runs (lo, hi, label, level)). Nodes are kept where some
         label's likelihood is not flat, with 0 for the labels that are: a run is a stretch [lo, hi] of panels
         on which the label's likelihood is within `flat_tol` of one level at every node (runs at a level
         below `flat_tol` are left out). The grid's spans of `chunk_panels` panels are each computed once per
@@ -642,7 +574,7 @@ class DerivedScalarChannel(ScalarChannel):
                 store.update(self._kernel_chunks(np.array(missing, dtype=np.int64), step))
             parts = [store[chunk] for chunk in chunks]
             z, weight, likelihood, *runs = (np.concatenate([part[i] for part in parts]) for i in range(7))
-            return z, weight, likelihood, _joined_runs(*runs)
+            return z, weight, by_label_values(likelihood), _joined_runs(*runs)
 
         return kept(table["assembled"], bytes(reached) + repr(base).encode(), assemble)
 
@@ -654,7 +586,9 @@ class DerivedScalarChannel(ScalarChannel):
         and the nodes of the other parts."""
         _, nodes, _ = gaussian_kernel_rule(self.kernel_tol)
         starts, stops = chunks * self.chunk_panels * step, (chunks + 1) * self.chunk_panels * step
-        features = self.feature_edges()
+        # a continuous y: no features, one far outside every chunk keeps the indexing below in range
+        features = self.feature_edges() if self.discrete else np.array([-np.inf])
+        labels = self.table_labels()
         first = np.searchsorted(features, starts, side="right")   # the features strictly inside each chunk
         inner = np.searchsorted(features, stops, side="left") - first
         coarse = inner + 1                                        # the likelihood's panels of each chunk
@@ -675,7 +609,7 @@ class DerivedScalarChannel(ScalarChannel):
         z = a[:, None] + (b - a)[:, None] * u                                     # (parts, nodes)
         weight = (b - a)[:, None] * wu
         with np.errstate(under="ignore"):
-            likelihood = np.exp(self.log_likelihood(self.labels, z[:, :, None]))  # (parts, nodes, labels)
+            likelihood = np.exp(self.log_likelihood(labels, z[:, :, None]))  # (parts, nodes, labels)
         level = likelihood[:, 0, :]
         flat = np.abs(likelihood - level[:, None, :]).max(axis=1) <= self.flat_tol  # (parts, labels)
         kept = ~flat.all(axis=1)
@@ -687,7 +621,7 @@ class DerivedScalarChannel(ScalarChannel):
         run_split = np.cumsum(np.bincount(run_chunk, minlength=chunks.size))[:-1]
         order = np.argsort(run_chunk, kind="stable")
         columns = [np.split(column, node_split) for column in (z[kept].ravel(), weight[kept].ravel(),
-                                                                 values[kept].reshape(-1, self.labels.size))]
+                                                                 values[kept].reshape(-1, labels.size))]
         columns += [np.split(column[order], run_split) for column in runs]
         return {chunk: tuple(column[i] for column in columns) for i, chunk in enumerate(chunks.tolist())}
 
@@ -780,23 +714,97 @@ class DerivedScalarChannel(ScalarChannel):
                 finally:
                     self._weighted = ()
             return total
-        y, om, Vb = self._drawn_labels(omega, V)
-        if np.ndim(V) == 0 and (self.closed_g_out is None or self.closed_log_partition is None):
-            # the drawn labels are likely ones: the fixed rule's accuracy serves (see `drawn_moments`)
-            self._weighted = (y, om, self.drawn_moments(y, om, float(V)))
+        return self._expect_continuous(func, omega, V)
+
+    def _expect_continuous(self, func, omega, V):
+        """E over a continuous y: sum_j W_j Z_out(Y_j | omega, V) func(Y_j, omega, V) on the y rule
+        (`y_rule`), every node's Z_out and moments from `label_table` at one V (the SE's cavities), else by
+        the per-sample rule (`moments`)."""
+        nodes, weights = self.y_rule()
+        shape = omega.shape
+        flat = omega.ravel()
+        y = np.repeat(nodes[:, None], flat.size, axis=1)
+        om = np.broadcast_to(flat, y.shape)
+        Vb = np.broadcast_to(np.asarray(V, float), shape).ravel() if np.ndim(V) else float(V)
+        derived = self.closed_g_out is None or self.closed_log_partition is None
+        table = self._weighted_table(flat, V) if np.ndim(V) == 0 else None
+        if table is not None and derived:
+            self._weighted = (y, om, table)
         try:
-            values = func(y, om, Vb)
+            log_z = table[0] if table is not None else self.log_partition(y, om, Vb)
+            with np.errstate(invalid="ignore"):  # 0 * log 0 where a node is impossible: no weight
+                values = np.where(log_z > -np.inf, np.exp(log_z) * func(y, om, Vb), 0.0)
         finally:
             self._weighted = ()
-        t_nodes, t_weights = gauss_hermite(self.n_label_nodes)
-        values = values.reshape(omega.shape + (self.n_label_nodes, self.n_label_draws)).mean(-1)
-        return values @ t_weights
+        return (weights @ values).reshape(shape)
+
+    #: half-width of the z range over which the y rule of a continuous label resolves P(y | z), and its
+    #: tolerance on the normalisation int P(y | z) dy = 1 at every z of that range
+    y_reach, y_tol = 16.0, 1e-9
+    #: nodes of a y panel, and the draws per z that place the y rule's range
+    y_nodes, y_draws = 12, 16
+
+    def table_labels(self):
+        """The labels `label_table` tabulates: a discrete y's labels, a continuous y's `y_rule` nodes."""
+        return self.labels if self.discrete else self.y_rule()[0]
+
+    def y_rule(self):
+        """(nodes, weights) of a composite Gauss-Legendre rule in y on which P(y | z) integrates to one
+        within `y_tol` at every z of [-y_reach, y_reach] (spaced by the likelihood's `resolution` in z):
+        its range from the sampler's labels there (a fixed seed), widened while the normalisation misses
+        mass in the tails, its panels the narrowest `numerics.uniform_resolution` of P(y | z) in y at those
+        z, halved while the normalisation is off. A likelihood that does not integrate to one (a missing
+        constant) or whose tails outrun the widening is a PluginFault. Found once per plug-in class and
+        parameters: an expectation over y is then a sum over fixed nodes, not a Monte-Carlo average."""
+        if "y_rule" not in self._structure:
+            self._structure["y_rule"] = self._make_y_rule()
+        return self._structure["y_rule"]
+
+    def _make_y_rule(self):
+        name = type(self.plugin).__name__
+        spacing = min(0.25, self.resolution())
+        z = np.linspace(-self.y_reach, self.y_reach, int(min(2 * self.y_reach / spacing, 512)) + 1)
+        drawn = self.sample_scalar(np.repeat(z, self.y_draws), np.random.default_rng(self.label_seed))
+        lo, hi = float(drawn.min()), float(drawn.max())
+        span = max(hi - lo, 1e-6 * max(abs(lo), abs(hi), 1.0))
+        lo, hi = lo - 0.25 * span, hi + 0.25 * span
+        probe = z[:: max(1, z.size // 16)]
+        width = span
+        for label in probe:
+            def log_f(y, label=float(label)):
+                return self.log_likelihood(y, np.full(y.shape, label))
+
+            try:
+                width = min(width, uniform_resolution(log_f, lo, hi, tol=self.feature_tol, nodes=self.y_nodes,
+                                                      widest=span / 4, narrowest=span * 1e-7))
+            except FloatingPointError:
+                raise PluginFault(f"{name}.log_likelihood returned NaN") from None
+        u, wu = unit_legendre(self.y_nodes)
+        worst = math.inf
+        for _ in range(8):
+            edges = np.linspace(lo, hi, int(math.ceil((hi - lo) / width)) + 1)
+            nodes = (edges[:-1, None] + np.diff(edges)[:, None] * u).ravel()
+            weights = (np.diff(edges)[:, None] * wu).ravel()
+            with np.errstate(under="ignore"):
+                mass = weights @ np.exp(self.log_likelihood(nodes[:, None], z[None, :]))
+            worst = float(np.max(np.abs(mass - 1.0)))
+            if worst <= self.y_tol:
+                return nodes, weights
+            if np.all(mass > 1.0 + self.y_tol) and np.ptp(mass) < 1e-3 * np.min(mass):
+                break  # the same excess everywhere: not a normalised density
+            if np.any(mass < 1.0 - self.y_tol):
+                lo, hi = lo - span, hi + span  # missing mass: the tails reach further
+                span *= 2
+            width /= 2
+        raise PluginFault(f"{name}.log_likelihood of a continuous y must be a density in y: int P(y | z) dy "
+                          f"is off 1 by {worst:.3g} at some z in [-{self.y_reach:g}, {self.y_reach:g}] (a "
+                          "missing normalisation constant, or tails too heavy to integrate)")
 
     def resolution(self):
         """The widest uniform panels on which the likelihood of a continuous y is resolved
         (`numerics.uniform_resolution` of P(y | z) in z, for labels the sampler draws at z = -2 ... 2 from
         the fixed seed; the narrowest of them), found once per plug-in class and parameters: the width
-        below which `drawn_moments` cuts its panels."""
+        below which `label_table` cuts its panels for a continuous y."""
         if "resolution" not in self._structure:
             z0 = np.linspace(-2.0, 2.0, 5)
             drawn = self.sample_scalar(z0, np.random.default_rng(self.label_seed))
@@ -813,47 +821,6 @@ class DerivedScalarChannel(ScalarChannel):
             self._structure["resolution"] = float(min(widths))
         return self._structure["resolution"]
 
-    def drawn_moments(self, y, omega, V):
-        """(log Z_out, E[t | y], Var[t | y]) of continuous labels y at cavities N(omega, V), V one number, on
-        one fixed rule in t: `numerics.gaussian_kernel_rule(kernel_tol)`'s reach and nodes, its panels
-        cut to `resolution() / sqrt(V)` where the likelihood is narrower than them. For labels the sampler
-        drew at these cavities (the SE's expectation over y), where P(y | z) is resolved on that scale."""
-        reach, nodes, width = gaussian_kernel_rule(self.kernel_tol)
-        sigma = math.sqrt(V)
-        width = min(width, self.resolution() / sigma)
-        n_panels = max(1, int(math.ceil(2.0 * reach / width)))
-        u, wu = unit_legendre(nodes)
-        panel = np.linspace(-reach, reach, n_panels + 1)
-        t = (panel[:-1, None] + np.diff(panel)[:, None] * u).ravel()
-        log_w = np.log((np.diff(panel)[:, None] * wu).ravel()) - 0.5 * t * t - LOG_SQRT_2PI
-        log_z, mean, var = (np.empty(y.shape) for _ in range(3))
-        block = max(1, 2_000_000 // t.size)
-        for start in range(0, y.size, block):
-            part = slice(start, start + block)
-            log_f = log_w + self.log_likelihood(y[part, None], omega[part, None] + sigma * t)
-            shift = log_f.max(axis=1)
-            finite = np.isfinite(shift)
-            weight = np.exp(log_f - np.where(finite, shift, 0.0)[:, None])
-            mass = weight.sum(axis=1)
-            safe = np.where(mass > 0, mass, 1.0)
-            mean[part] = weight @ t / safe
-            var[part] = np.maximum(weight @ (t * t) / safe - mean[part] ** 2, 0.0)
-            with np.errstate(divide="ignore"):
-                log_z[part] = np.where(finite & (mass > 0), shift + np.log(safe), -np.inf)
-        return log_z, mean, var
-
-    def _drawn_labels(self, omega, V):
-        """Labels drawn by the plug-in's sampler at z = omega + sqrt(V) t_k (Gauss-Hermite nodes t_k),
-        `n_label_draws` each, from a fixed seed; with omega and V repeated to their shape."""
-        t_nodes, _ = gauss_hermite(self.n_label_nodes)
-        V = np.asarray(V, float)
-        Vb = np.broadcast_to(V[..., None, None] if V.ndim else V, omega.shape + (self.n_label_nodes,
-                                                                                 self.n_label_draws))
-        om = np.broadcast_to(omega[..., None, None], Vb.shape)
-        z = om + np.sqrt(Vb) * t_nodes[:, None]
-        y = self.sample_scalar(np.ascontiguousarray(z), np.random.default_rng(self.label_seed))
-        return y.ravel(), om.ravel(), Vb.ravel()
-
     def _label_log_partitions(self, omega, V):
         """log Z_out of every label (labels, *omega.shape) for an expectation over omega weighted by
         it (the test errors): the closed form where the plug-in gives one, else `label_table`."""
@@ -863,7 +830,13 @@ class DerivedScalarChannel(ScalarChannel):
         return table[0].reshape((self.labels.size,) + omega.shape)
 
     def _label_moments(self, omega, V):
-        """E[y] and E[y^2] under P(y | omega, V), from the drawn labels (continuous y)."""
+        """E[y] and E[y^2] under P(y | omega, V) on the y rule (continuous y); at V = 0 under P(y | z = omega)."""
+        if V == 0:
+            nodes, weights = self.y_rule()
+            omega = np.asarray(omega, float)
+            with np.errstate(under="ignore"):
+                density = np.exp(self.log_likelihood(nodes[:, None], omega.ravel()[None, :])) * weights[:, None]
+            return ((nodes @ density).reshape(omega.shape), ((nodes * nodes) @ density).reshape(omega.shape))
         return (self.expect_y(lambda y, o, v: y, omega, V), self.expect_y(lambda y, o, v: y * y, omega, V))
 
     def prediction_error(self, omega, V):
@@ -889,7 +862,7 @@ class DerivedScalarChannel(ScalarChannel):
             predicted = np.argmax(scores, axis=0)
             log_z = self._label_log_partitions(omega, V)[predicted, np.arange(predicted.size)]
             return float(1.0 - w @ np.exp(log_z))
-        first_hat, _ = self._label_moments(z_hat, 1e-300)  # E[y | z = z_hat]
+        first_hat, _ = self._label_moments(z_hat, 0)  # E[y | z = z_hat]
         first, second = self._label_moments(omega, V)
         return float(w @ (second - 2.0 * first * first_hat + first_hat**2))
 

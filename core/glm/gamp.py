@@ -25,7 +25,7 @@ from seqphase.core import gamp
 
 def sample_instance(prior, channel, alpha, d, rng):
     """(F, x, y) with F_{mu i} ~ N(0, 1/d), x ~ P0^d, y = channel.sample(F x)."""
-    return gamp.sample_instance(alpha, d, rng, teacher=lambda r: prior.sample(r, d),
+    return gamp.sample_instance(alpha, d, rng, teacher=lambda r: prior.sample(d, r),
                                 labels=lambda F, x, r: channel.sample(F @ x, r))
 
 

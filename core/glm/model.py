@@ -36,12 +36,19 @@ from seqphase.core.numerics import forward_fill, nan_log
 
 _P = 1  # scalar GLM: the overlap is a 1 x 1 matrix, stored with the same (row, col) dims as p x p models
 
+#: every method's switch of the closed forms: with it, a shipped channel and prior run as any user's
+#: `seqphase.Likelihood` / `seqphase.Prior` does, everything derived from the likelihood and the density
+#: (core/plugins.py, core/glm/priors.py). Out of a sweep's identity at its default (`later_settings`).
+DERIVED = Param("derived", "bool", "derive the channel's and the prior's quantities from their likelihood "
+                "and density (closed forms off)", False)
+
 _SE_SETTINGS = {
     "damping": Param("damping", "float", "weight of the old iterate in x <- (1-d) step(x) + d x",
                      0.0, low=0.0, high=1.0, low_inclusive=True, high_inclusive=False),
     "tol": Param("tol", "float", "stop when max |change of the MSE| < tol", 1e-10, low=0.0, high=1e-2),
     "max_iter": Param("max_iter", "int", "iteration cap of each SE run", 2000, low=1, high=1_000_000,
                       low_inclusive=True),
+    "derived": DERIVED,
 }
 
 _GAMP_SETTINGS = {
@@ -52,6 +59,7 @@ _GAMP_SETTINGS = {
     "damping": Param("damping", "float", "GAMP damping", 0.0, low=0.0, high=1.0, low_inclusive=True,
                      high_inclusive=False),
     "tol": Param("tol", "float", "stop when the estimate moves less than tol (rms)", 1e-8, low=0.0, high=1e-1),
+    "derived": DERIVED,
 }
 
 # the sequential design of core/onset.py, on request: the grid stays the default (the stored points'), and
@@ -77,26 +85,47 @@ _THRESHOLD_SETTINGS = {
     "it_rtol": Param("it_rtol", "float", "relative width at which the information-theoretic search stops "
                      "(version 1: fixed at 1e-5)", 1e-5, low=0.0, high=0.1),
     "k": K_SETTING,
+    "derived": DERIVED,
 }
 
 
-def build(params):
+def build(params, settings=None):
     """The (prior, channel) pair of a point: a shipped one by name, or a user plug-in ("module:Class",
-    core/plugins.py) built with its constructor keywords from the point's parameters."""
+    core/plugins.py) built with its constructor keywords from the point's parameters. Both are
+    `seqphase.Prior` / `seqphase.Likelihood` objects; the setting ``derived`` runs a shipped one through the
+    derived route (`DerivedPrior`, `plugins.DerivedScalarChannel`), its closed forms left aside."""
+    derived = bool((settings or {}).get("derived", False))
     if params["prior"] in PRIORS:
         prior_cls = PRIORS[params["prior"]]
         prior = prior_cls(params["rho"]) if params["prior"] == "gauss-bernoulli" else prior_cls()
+        if derived:
+            prior = DerivedPrior(prior, name=params["prior"])
     else:
         prior = DerivedPrior(plugins.for_point(params, "prior"), name=params["prior"])
     if params["channel"] in CHANNELS:
         channel_cls = CHANNELS[params["channel"]]
         channel = channel_cls(params["delta"]) if params["channel"] == "linear" else channel_cls()
+        if derived:
+            channel = plugins.DerivedScalarChannel(channel, name=params["channel"])
     else:
         channel = plugins.DerivedScalarChannel(plugins.for_point(params, "channel"), name=params["channel"])
     return prior, channel
 
 
 _SHIPPED = {"prior": PRIORS, "channel": CHANNELS}
+
+
+def check_derived(params, settings):
+    """``derived = true`` needs a channel with a finite likelihood: a noiseless one with a continuous y
+    (abs, square, linear at delta = 0) has closed forms only."""
+    if settings.get("derived") and params["channel"] in CHANNELS:
+        channel = build({**params, "prior": "gaussian"})[1]
+        if channel.noiseless:
+            raise ParameterError("method.derived", f"channel {params['channel']!r}"
+                                 f"{' at delta = 0' if params['channel'] == 'linear' else ''} is noiseless: it has "
+                                 "no finite likelihood to derive from",
+                                 "set derived = false, or give the channel label noise (a plug-in, or linear "
+                                 "with delta > 0)")
 
 
 def _plugin_keywords(params, kind):
@@ -117,6 +146,9 @@ class SE(Method):
     """Bayes-optimal SE from the uninformed and informed starts; the Bayes-optimal branch has the larger
     free entropy."""
 
+    def check(self, params, settings):
+        check_derived(params, settings)
+
     def layout(self, settings):
         dims = dict(_matrix_dims(), se_iteration=np.arange(settings["max_iter"] + 1))
         variables = {}
@@ -136,7 +168,7 @@ class SE(Method):
         return Layout(dims, variables)
 
     def run(self, params, settings, seed_sequence):
-        prior, channel = build(params)
+        prior, channel = build(params, settings)
         branches = se_mod.glm_se_branches(prior, channel, params["alpha"], damping=settings["damping"],
                                           tol=settings["tol"], max_iter=settings["max_iter"])
         out = {}
@@ -161,7 +193,7 @@ class SE(Method):
 
 def gamp_instance(params, settings, alpha, d, stream):
     """GAMP on one instance drawn from `stream` (the gamp and onset methods' instance): its trace."""
-    prior, channel = build(params)
+    prior, channel = build(params, settings)
     rng = np.random.default_rng(stream)
     F, x, y = gamp_mod.sample_instance(prior, channel, alpha, d, rng)
     return gamp_mod.run_gamp(prior, channel, F, y, x, damping=settings["damping"], max_iter=settings["max_iter"],
@@ -172,6 +204,9 @@ class GAMP(SeededMethod):
     """GAMP on `n_seeds` instances of dimension d, with the SE prediction of the AMP branch."""
 
     shared = True
+
+    def check(self, params, settings):
+        check_derived(params, settings)
 
     def layout(self, settings):
         dims = {"seed": np.arange(settings["n_seeds"]), "iteration": np.arange(settings["max_iter"] + 1),
@@ -201,7 +236,7 @@ class GAMP(SeededMethod):
         return out
 
     def run_shared(self, params, settings, seed_sequence):
-        prior, channel = build(params)
+        prior, channel = build(params, settings)
         amp = se_mod.glm_se(prior, channel, params["alpha"], start="uninformed")
         return {"overlap_se": np.full((_P, _P), amp.overlap), "mse_se": amp.mse, "gen_error_se": amp.gen_error}
 
@@ -212,7 +247,7 @@ class GAMP(SeededMethod):
 def stability_route(params, settings):
     """The stability value of a threshold point (one work): linear stability of m = 0 (weak) or the AMP
     spinodal of the parametric fixed-point curve (perfect)."""
-    prior, channel = build(params)
+    prior, channel = build(params, settings)
     if params["transition"] == "weak":
         return thresholds.weak_recovery_stability(prior, channel)
     return thresholds.perfect_recovery_spinodal(prior, channel, mse_cut_fraction=settings["mse_cut_fraction"])
@@ -221,7 +256,7 @@ def stability_route(params, settings):
 def threshold_probe(route, params, settings, alpha):
     """One probe of a threshold search (one work): the predicate of `route` ("weak", "perfect": the SE
     bisections' criteria; "it": the informed branch's free entropy wins) at one alpha."""
-    prior, channel = build(params)
+    prior, channel = build(params, settings)
     if route == "weak":
         return thresholds.weak_recovered(prior, channel, alpha, side_info=settings["side_info"],
                                          overlap_cut=settings["overlap_cut"])
@@ -250,6 +285,7 @@ class Threshold(Method):
 
     def check(self, params, settings):
         check_bracket(settings)
+        check_derived(params, settings)
 
     def tasks(self, params, settings, seed_sequence):
         """The point as a graph (version 2): the stability route (one work) and the SE searches side by
@@ -286,6 +322,10 @@ class Onset(onset.OnsetMethod):
     observables = ("overlap",)
     transitions = {"alpha": "overlap"}
 
+    def check(self, params, settings):
+        super().check(params, settings)
+        check_derived(params, settings)
+
     def run_instance(self, params, settings, alpha, d, stream):
         trace = gamp_instance(params, settings, alpha, d, stream)
         return {"overlap": abs(float(trace.overlap[-1])), "n_iter": trace.n_iter,
@@ -312,16 +352,19 @@ class GLMModel(Model):
                                low=0.0, low_inclusive=True),
             },
             methods={
-                "se": SE(_SE_SETTINGS, version=1, doc="state evolution, both branches"),
+                "se": SE(_SE_SETTINGS, version=1, doc="state evolution, both branches",
+                         later_settings=("derived",)),
                 "gamp": GAMP(_GAMP_SETTINGS, version=2,
-                             doc="GAMP on finite instances (v2: damping-consistent Onsager term)"),
+                             doc="GAMP on finite instances (v2: damping-consistent Onsager term)",
+                             later_settings=("derived",)),
                 "threshold": Threshold(_THRESHOLD_SETTINGS, version=2,
                                        doc="critical alphas, two ways each (v2: a graph of tasks, the SE "
                                            "bisections as k-sections of probes)",
-                                       axes={"transition": "transitions"}, excludes=("alpha",)),
+                                       axes={"transition": "transitions"}, excludes=("alpha",),
+                                       later_settings=("derived",)),
                 "onset": Onset(_ONSET_SETTINGS, version=2, doc="weak-recovery onset by GAMP at several sizes d, "
                                "extrapolated d -> infinity (v2: diverged GAMP runs left out of the rule)",
-                               excludes=("alpha",), later_settings=tuple(_DESIGN)),
+                               excludes=("alpha",), later_settings=tuple(_DESIGN) + ("derived",)),
             },
         )
 

@@ -17,20 +17,20 @@ import math
 import numpy as np
 from scipy import optimize, special
 
-from seqphase.core import plugins
-from seqphase.core.numerics import GAUSSIAN_EDGES, adaptive_moments, gauss_hermite, gaussian_panels, logcosh, sech2
+from seqphase.core import contract, plugins
+from seqphase.core.numerics import (GAUSSIAN_EDGES, LOG_SQRT_2PI, adaptive_integrals, adaptive_moments,
+                                    gauss_hermite, gaussian_panels, logcosh, sech2)
 
 
-class Prior:
-    """Base class of separable priors. Subclasses define ``rho``, ``name``, ``mean`` (E x),
-    ``sample``, ``denoise``, ``log_partition`` and ``mmse`` / ``free_entropy``."""
+class Prior(contract.Prior):
+    """Base class of this family's priors: a `seqphase.Prior` (`core/contract.py`: ``log_density``,
+    ``atoms``, ``sample(shape, rng)``) with the denoiser's closed forms. Subclasses define ``rho``,
+    ``name``, ``mean`` (E x), ``denoise``, ``log_partition`` and ``mmse`` / ``free_entropy``; the
+    derived route (`DerivedPrior`) computes all of these from the contract alone."""
 
     name = "prior"
     rho = 1.0
     mean = 0.0
-
-    def sample(self, rng, size):
-        raise NotImplementedError
 
     def denoise(self, B, A):
         """Posterior (mean, variance) of x under P0(x) e^{Bx - A x^2/2}; B, A broadcast."""
@@ -79,8 +79,11 @@ class GaussianPrior(Prior):
     name = "gaussian"
     rho = 1.0
 
-    def sample(self, rng, size):
-        return rng.standard_normal(size)
+    def log_density(self, x):
+        return -0.5 * np.asarray(x, float) ** 2 - LOG_SQRT_2PI
+
+    def sample(self, shape, rng):
+        return rng.standard_normal(shape)
 
     def denoise(self, B, A):
         B, A = np.broadcast_arrays(np.asarray(B, float), np.asarray(A, float))
@@ -111,9 +114,13 @@ class RademacherPrior(Prior):
 
     name = "rademacher"
     rho = 1.0
+    atoms = (-1.0, 1.0)
 
-    def sample(self, rng, size):
-        return rng.choice(np.array([-1.0, 1.0]), size=size)
+    def log_density(self, x):
+        return np.where(np.abs(np.asarray(x, float)) == 1.0, -math.log(2.0), -np.inf)
+
+    def sample(self, shape, rng):
+        return rng.choice(np.array([-1.0, 1.0]), size=shape)
 
     def denoise(self, B, A):
         B, A = np.broadcast_arrays(np.asarray(B, float), np.asarray(A, float))
@@ -152,6 +159,8 @@ class GaussBernoulliPrior(Prior):
     """
 
     name = "gauss-bernoulli"
+    atoms = (0.0,)
+    continuous = True
 
     def __init__(self, rho=0.5):
         rho = float(rho)
@@ -159,8 +168,14 @@ class GaussBernoulliPrior(Prior):
             raise ValueError("GaussBernoulliPrior needs 0 < rho < 1")
         self.rho = rho
 
-    def sample(self, rng, size):
-        return rng.standard_normal(size) * (rng.random(size) < self.rho)
+    def log_density(self, x):
+        return math.log(self.rho) - 0.5 * np.asarray(x, float) ** 2 - LOG_SQRT_2PI
+
+    def log_atom_probability(self, x):
+        return np.where(np.asarray(x, float) == 0.0, math.log1p(-self.rho), -np.inf)
+
+    def sample(self, shape, rng):
+        return rng.standard_normal(shape) * (rng.random(shape) < self.rho)
 
     def _logit(self, B, A):
         return (math.log(self.rho) - math.log1p(-self.rho) - 0.5 * np.log1p(A)
@@ -229,46 +244,63 @@ PRIORS = {
 
 
 class DerivedPrior(Prior):
-    """A user `seqphase.Prior` (core/plugins.py) as this family's prior: the denoiser, log Z0, mmse and
-    free entropy derived from `log_density` and `sample`.
+    """A `seqphase.Prior` (`core/contract.py`: a user's class, or a shipped prior with its closed forms
+    left aside) as this family's prior: the denoiser, log Z0, mmse and free entropy derived from
+    `log_density` (`log_atom_probability`) and `sample`.
 
-    Discrete prior (`atoms`): exact sums over the atoms (probabilities normalised); mmse and free entropy
-    by the SNR-adaptive Gaussian panels refined where the posterior switches between two atoms (the same
-    rule as the shipped Rademacher prior, which it reproduces). Continuous prior: the denoiser by adaptive
-    quadrature in x over panels of the prior's `scale` and of the Gaussian factor's width 1/sqrt(A) around
-    B/A, clipped to the `support`; E over x0 ~ P0 by composite Gauss-Legendre over the support.
+    Atoms: exact sums over them. Density: the denoiser by adaptive quadrature in x over panels of the
+    prior's `scale` and of the Gaussian factor's width 1/sqrt(A) around B/A, clipped to the `support`;
+    E over x0 ~ P0 by composite Gauss-Legendre over the support. Both (Gauss-Bernoulli): the two parts'
+    masses and moments added. mmse and free entropy: atoms only, by the SNR-adaptive Gaussian panels
+    refined where the posterior switches between two atoms (the rule of the shipped Rademacher prior);
+    otherwise over the marginal of B by adaptive Gauss-Legendre (`_outer`), which finds the switch between
+    the atoms and the density wherever it lies.
     """
 
-    n_outer_nodes = 12  # Gauss-Legendre nodes a panel of the x0 rule (continuous prior)
+    n_outer_nodes = 12  # Gauss-Legendre nodes a panel of the x0 rule (density)
+    outer_tol = 1e-12   # relative tolerance of the adaptive xi integral (atoms and a density)
 
     def __init__(self, plugin, name="plugin", tol=1e-11):
         self.plugin, self.name, self.tol = plugin, name, float(tol)
         atoms = getattr(plugin, "atoms", None)
-        if atoms is not None:
-            self.atoms = np.asarray(atoms, dtype=float)
-            log_p = self.log_density(self.atoms)
-            self.total_probability = float(np.exp(special.logsumexp(log_p)))  # 1 for an honest prior
-            self.log_p = log_p - special.logsumexp(log_p)
-            x, w = self.atoms, np.exp(self.log_p)
-        else:
-            self.atoms = None
+        has_density = plugin.has_density() if hasattr(plugin, "has_density") else atoms is None
+        self.atoms = None if atoms is None else np.asarray(atoms, dtype=float)
+        self.dense = bool(has_density)
+        nodes, weights, total = [], [], 0.0
+        if self.atoms is not None:
+            method = "log_atom_probability" if self.dense else "log_density"
+            self.log_p = plugins.checked(plugin, method, plugins.call(plugin, method, self.atoms), self.atoms.shape)
+            nodes.append(self.atoms)
+            weights.append(np.exp(self.log_p))
+            total += float(weights[-1].sum())
+        if self.dense:
             lo, hi = (float(v) for v in getattr(plugin, "support", (-math.inf, math.inf)))
             self.scale = float(getattr(plugin, "scale", 1.0))
             self.support = (lo, hi)
             x, w = self._outer_rule()
+            self.density_mass = float(w.sum())
+            nodes.append(x)
+            weights.append(w)
+            total += self.density_mass
+        self.total_probability = total  # 1 for an honest prior (seqphase check)
+        # the atoms' and the density's masses normalised together: a prior whose parts add up to 1 - eps
+        # is read as the prior they describe
+        self.log_norm = math.log(total) if total > 0 else 0.0
+        if self.atoms is not None:
+            self.log_p = self.log_p - self.log_norm
+        x, w = np.concatenate(nodes), np.concatenate(weights) / (total if total > 0 else 1.0)
         self.x0_nodes, self.x0_weights = x, w
         self.rho = float(w @ (x * x))
         self.mean = float(w @ x)
 
     def log_density(self, x):
         x = np.asarray(x, float)
-        return plugins.checked(self.plugin, "log_density",
-                                     plugins.call(self.plugin, "log_density", x), x.shape)
+        return plugins.checked(self.plugin, "log_density", plugins.call(self.plugin, "log_density", x), x.shape)
 
-    def sample(self, rng, size):
-        shape = (size,) if np.ndim(size) == 0 else tuple(size)
+    def sample(self, shape, rng):
+        shape = (shape,) if np.ndim(shape) == 0 else tuple(shape)
         return plugins.checked(self.plugin, "sample", plugins.call(self.plugin, "sample", shape, rng),
-                                     shape, allow_inf=False)
+                               shape, allow_inf=False)
 
     def _edges(self, centre=None, width=None):
         """Panel edges over the support: the prior's scale times the shared Gaussian edges, and (per
@@ -290,40 +322,62 @@ class DerivedPrior(Prior):
         return np.sort(edges, axis=1)
 
     def _outer_rule(self):
-        """(nodes, weights) of int P0(x) f(x) dx: composite Gauss-Legendre on the support's panels."""
+        """(nodes, weights) of int p(x) f(x) dx over the density: composite Gauss-Legendre on the support's
+        panels, the weights carrying the density (their sum its mass)."""
         edges = np.unique(self._edges()[0])
         u, wu = np.polynomial.legendre.leggauss(self.n_outer_nodes)
         a, b = edges[:-1, None], edges[1:, None]
         x = (a + (b - a) * (u + 1) / 2).ravel()
         w = ((b - a) / 2 * wu).ravel() * np.exp(self.log_density(x))
-        self.total_probability = float(w.sum())  # 1 for an honest density (seqphase check)
-        return x, w / w.sum()
+        return x, w
 
-    def _moments(self, B, A):
-        """(log Z0, mean, variance) of P0(x) e^{Bx - Ax^2/2}, elementwise on broadcast B, A."""
-        B, A = np.broadcast_arrays(np.asarray(B, float), np.asarray(A, float))
-        shape = B.shape
-        B, A = B.ravel(), A.ravel()
-        if self.atoms is not None:
-            logits = self.log_p[None, :] + B[:, None] * self.atoms[None, :] - 0.5 * A[:, None] * self.atoms[None, :] ** 2
-            log_z = special.logsumexp(logits, axis=1)
-            weight = np.exp(logits - log_z[:, None])
-            mean = weight @ self.atoms
-            var = np.maximum(weight @ self.atoms**2 - mean**2, 0.0)
-            return log_z.reshape(shape), mean.reshape(shape), var.reshape(shape)
+    def _atom_moments(self, B, A):
+        logits = self.log_p[None, :] + B[:, None] * self.atoms[None, :] - 0.5 * A[:, None] * self.atoms[None, :] ** 2
+        log_z = special.logsumexp(logits, axis=1)
+        weight = np.exp(logits - log_z[:, None])
+        mean = weight @ self.atoms
+        # Var = sum_{a < b} w_a w_b (x_a - x_b)^2: no cancellation where one atom takes nearly all weight
+        var = np.zeros_like(mean)
+        for i, j in itertools.combinations(range(self.atoms.size), 2):
+            var += weight[:, i] * weight[:, j] * (self.atoms[i] - self.atoms[j]) ** 2
+        return log_z, mean, var
+
+    def _density_moments(self, B, A):
         positive = A > 0
         centre = np.where(positive, B / np.where(positive, A, 1.0), 0.0)
         width = np.where(positive, 1.0 / np.sqrt(np.where(positive, A, 1.0)), self.scale)
         centre = np.clip(centre, *self.support)
 
         def log_f(idx, x):
-            return self.log_density(x) + B[idx] * x - 0.5 * A[idx] * x * x
+            return self.log_density(x) - self.log_norm + B[idx] * x - 0.5 * A[idx] * x * x
 
         try:
             result = adaptive_moments(log_f, self._edges(centre, width), tol=self.tol)
         except FloatingPointError:
             raise plugins.PluginFault(f"{type(self.plugin).__name__}.log_density returned NaN") from None
-        return result.log_mass.reshape(shape), result.mean.reshape(shape), result.var.reshape(shape)
+        return result.log_mass, result.mean, result.var
+
+    def _moments(self, B, A):
+        """(log Z0, mean, variance) of P0(x) e^{Bx - Ax^2/2}, elementwise on broadcast B, A."""
+        B, A = np.broadcast_arrays(np.asarray(B, float), np.asarray(A, float))
+        shape = B.shape
+        B, A = B.ravel(), A.ravel()
+        parts = []
+        if self.atoms is not None:
+            parts.append(self._atom_moments(B, A))
+        if self.dense:
+            parts.append(self._density_moments(B, A))
+        if len(parts) == 1:
+            log_z, mean, var = parts[0]
+        else:  # the mixture of the two posteriors, weighted by their masses
+            (log_a, mean_a, var_a), (log_c, mean_c, var_c) = parts
+            log_z = np.logaddexp(log_a, log_c)
+            with np.errstate(invalid="ignore"):
+                share = np.where(np.isfinite(log_a), np.exp(log_a - log_z), 0.0)
+            mean = share * mean_a + (1.0 - share) * mean_c
+            # the total variance, written so that neither part's mean is squared against the other's
+            var = share * var_a + (1.0 - share) * var_c + share * (1.0 - share) * (mean_a - mean_c) ** 2
+        return log_z.reshape(shape), mean.reshape(shape), var.reshape(shape)
 
     def denoise(self, B, A):
         _, mean, var = self._moments(B, A)
@@ -332,34 +386,44 @@ class DerivedPrior(Prior):
     def log_partition(self, B, A):
         return self._moments(B, A)[0]
 
-    def _outer(self, mhat, func):
-        """E_{x0 ~ P0, xi} func(B = mhat x0 + sqrt(mhat) xi, A = mhat)."""
+    def _outer(self, mhat, part):
+        """E_{x0 ~ P0, xi} of the posterior's `part` (0: log Z0, 2: variance) at B = mhat x0 + sqrt(mhat) xi,
+        A = mhat. Atoms only: per atom, Gaussian panels in xi refined where the posterior switches between
+        two atoms. Otherwise over the marginal of B, N(B; 0, mhat) Z0(B, mhat) (the x0 integral done by Z0
+        itself), by adaptive Gauss-Legendre in B (`numerics.adaptive_integrals`) from panels on the scales
+        of both of its parts, sqrt(mhat) (an atom at 0) and sqrt(mhat + mhat^2 rho) (the density): the
+        switch between atoms and density is found where it lies, and each node costs one denoiser."""
         s = math.sqrt(mhat)
-        total = 0.0
-        if self.atoms is not None:
+        if not self.dense:
+            total = 0.0
             for x0, w0 in zip(self.atoms, np.exp(self.log_p)):
                 features = [((mhat * (a + b) / 2 + (lb - la) / (a - b) - mhat * x0) / s, 1.0 / (s * abs(a - b)))
                             for (a, la), (b, lb) in itertools.combinations(zip(self.atoms, self.log_p), 2)]
                 xi, w = gaussian_panels(features)
-                total += w0 * float(w @ func(mhat * x0 + s * xi, np.full(xi.shape, mhat)))
+                total += w0 * float(w @ self._moments(mhat * x0 + s * xi, np.full(xi.shape, mhat))[part])
             return total
-        xi, w = gauss_hermite(60)
-        x0 = self.x0_nodes
-        B = mhat * x0[:, None] + s * xi[None, :]
-        values = func(B.ravel(), np.full(B.size, mhat)).reshape(B.shape)
-        return float(self.x0_weights @ (values @ w))
+
+        def evaluate(idx, B):
+            log_z, mean, var = self._moments(B, mhat)
+            log_w = -0.5 * B * B / mhat - 0.5 * math.log(mhat) - LOG_SQRT_2PI + log_z
+            return log_w, (log_z if part == 0 else var)[:, None]
+
+        scale = math.sqrt(mhat + mhat * mhat * self.rho)
+        edges = np.unique(np.concatenate([s * GAUSSIAN_EDGES, scale * GAUSSIAN_EDGES]))[None, :]
+        shift, integrals = adaptive_integrals(evaluate, edges, tol=self.outer_tol)
+        return float(np.exp(shift[0]) * integrals[0, 1])
 
     def mmse(self, mhat):
         mhat = float(mhat)
         if mhat <= 0:
             return self.rho - self.mean**2
-        return self._outer(mhat, lambda B, A: self._moments(B, A)[2])
+        return self._outer(mhat, 2)
 
     def free_entropy(self, mhat):
         mhat = float(mhat)
         if mhat <= 0:
             return 0.0
-        return self._outer(mhat, lambda B, A: self._moments(B, A)[0])
+        return self._outer(mhat, 0)
 
     def __repr__(self):
         return f"DerivedPrior({self.plugin!r})"

@@ -381,34 +381,26 @@ def _linear_se_sensitivity(alpha, V, delta):
     return (1 + mhat) ** -2 / (1 - alpha / ((V + delta) ** 2 * (1 + mhat) ** 2))
 
 
-@pytest.mark.parametrize("alpha", [0.5, pytest.param(2.0, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("alpha", [0.5, 2.0])
 def test_continuous_user_channel_reproduces_the_linear_channel_se(alpha):
-    """y = z + sqrt(delta) n as a plug-in (labels drawn by its sampler) against the shipped linear channel.
+    """y = z + sqrt(delta) n as a plug-in against the shipped linear channel.
 
-    Tolerance, from the sampler-based y integration: the derived SE averages func(y) over `n_label_draws`
-    labels drawn at each of the `n_label_nodes` Gauss-Hermite nodes of each outer node, all draws
-    independent, so its Monte-Carlo standard error is sqrt(sum_k W_k^2 sum_n w_n^2 Var_d func / n_draws)
-    (W_k the outer weights, w_n the Gauss-Hermite ones, Var_d the draws' sample variance). mhat must be
-    within 4 such standard errors of the closed form at the fixed point, and the overlap within 4 standard
-    errors times the fixed point's sensitivity to mhat (`_linear_se_sensitivity`); the quadrature of each
-    drawn label's g_out (`drawn_moments`, 1e-12) is far below both."""
+    Tolerance, from the quadratures: the y rule integrates P(y | z) to one within `y_tol` (1e-9) and the
+    kernel rule each node's Z_out and moments within `kernel_tol` (1e-12), so E over y of g_out^2 (of
+    size 1 / (V + delta)) is within ~2e-9 of it relative: mhat within 1e-8 relative, and the overlap
+    within 1e-8 mhat times the fixed point's sensitivity to mhat (`_linear_se_sensitivity`)."""
     delta = 0.5
     prior, user = build(point("userplugins:GaussianNoise", delta=delta))
     _, shipped = build(point("linear", delta=delta))
     exact = se.glm_se(prior, shipped, alpha)
     m, V = exact.overlap, exact.mse
-    xi, outer = se._outer_rule(user, m, V)
-    y, omega, _ = user._drawn_labels(math.sqrt(m) * xi, V)
-    g2 = shipped.g_out_scalar(y, omega, V)[0] ** 2
-    g2 = g2.reshape(xi.size, user.n_label_nodes, user.n_label_draws)
-    _, gh = plugins.gauss_hermite(user.n_label_nodes)
-    variance = (outer[:, None] ** 2 * gh[None, :] ** 2 * g2.var(axis=2, ddof=1) / user.n_label_draws).sum()
-    mhat_se = alpha * math.sqrt(variance)
-    derived_mhat = se.channel_mhat(user, alpha, m, V)
-    assert abs(derived_mhat - alpha / (V + delta)) < 4 * mhat_se
+    mhat = alpha / (V + delta)
+    assert abs(se.channel_mhat(user, alpha, m, V) - mhat) < 1e-8 * mhat
     derived = se.glm_se(prior, user, alpha)
     assert derived.converged
-    assert abs(derived.overlap - exact.overlap) < 4 * mhat_se * _linear_se_sensitivity(alpha, V, delta)
+    assert abs(derived.overlap - exact.overlap) < 1e-8 * mhat * _linear_se_sensitivity(alpha, V, delta)
+    assert abs(derived.free_entropy - exact.free_entropy) < 1e-8
+    assert abs(derived.gen_error - exact.gen_error) < 1e-8
 
 
 def test_continuous_user_channel_gamp_follows_the_linear_channel():

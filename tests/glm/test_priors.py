@@ -34,7 +34,7 @@ def test_prior_edges_finite(prior):
 
 
 def test_sample_second_moment(prior):
-    x = prior.sample(np.random.default_rng(2), 200_000)
+    x = prior.sample(200_000, np.random.default_rng(2))
     # 4 standard errors of the mean of x^2 (Var x^2 <= 3 rho for these priors)
     assert abs(np.mean(x**2) - prior.rho) < 4 * math.sqrt(3 * prior.rho / x.size)
 
