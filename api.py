@@ -462,7 +462,7 @@ def reproduce(paper, *, quick=False, store=None, output=None, client=None, clust
 def check(target, *, set=None, seed=0):  # noqa: A002
     """Run the identity battery on a user channel or prior (``seqphase check``).
 
-    The battery (``core/plugin_check.py``): the Nishimori identities with labels drawn by the plug-in's
+    The battery (`seqphase.testing`): the Nishimori identities with labels drawn by the plug-in's
     sampler, finite-difference Jacobians, a batch equal to its samples one by one, finite values at the
     edges, and the plug-in's own closed forms against the derived ones.
 
@@ -488,7 +488,8 @@ def check(target, *, set=None, seed=0):  # noqa: A002
         The class cannot be imported, is not a plug-in, raises in its constructor or methods, returns NaN
         or the wrong shapes.
     """
-    from seqphase.core import plugin_check, plugins
+    from seqphase import testing
+    from seqphase.core import plugins
 
     kind, info = plugins.load_either(target, "MODULE:CLASS")
     keywords = plugins.parameters(info.cls, "MODULE:CLASS")
@@ -509,18 +510,8 @@ def check(target, *, set=None, seed=0):  # noqa: A002
             values[key] = default
     plugin = plugins.instantiate(info, values, "MODULE:CLASS")
     plugins.smoke_test(plugin, kind, "MODULE:CLASS")
-    try:
-        if kind == "channel" and int(getattr(plugin, "p", 1)) > 1:
-            from seqphase.core.multiindex.plugin_channel import DerivedVectorChannel
-
-            channel = DerivedVectorChannel(plugin, name=target, tol=1e-8)  # finite differences: tol / h < 1e-5
-            rows = plugin_check.check_vector_channel(channel, seed=seed)
-        elif kind == "channel":
-            rows = plugin_check.check_channel(plugins.DerivedScalarChannel(plugin, name=target), seed=seed)
-        else:
-            from seqphase.core.glm.priors import DerivedPrior
-
-            rows = plugin_check.check_prior(DerivedPrior(plugin, name=target), seed=seed)
-    except plugins.PluginFault as fault:
-        raise SeqphaseError("MODULE:CLASS", str(fault), "fix the class") from None
+    if kind == "channel":
+        rows = testing.likelihood_rows(plugin, target, seed=seed)
+    else:
+        rows = testing.prior_rows(plugin, target, seed=seed)
     return kind, rows

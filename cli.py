@@ -320,7 +320,7 @@ def cmd_check(args):
     from seqphase.api import check
 
     kind, rows = check(args.target, set=args.set)
-    from seqphase.core.plugin_check import table
+    from seqphase.testing import table
 
     print(f"{args.target} ({kind})")
     print(table(rows))

@@ -369,6 +369,31 @@ def _halves_points(a, b, u):
     return t, half, mid
 
 
+@lru_cache(maxsize=4)
+def _read_rule(nodes):
+    """Weights on [0, 1] of the interpolatory rule on a bisection's read points (`_halves_points`: the ends,
+    the midpoint and both halves' Gauss-Legendre nodes; exact for polynomials of degree 2 nodes + 2). It is
+    the one estimate of a panel that reads its ends: a kink (a jump of a derivative) between a half's last
+    node and the panel's end changes neither Gauss-Legendre estimate, so both agree and the panel would be
+    accepted wrong; this rule sees it."""
+    u, _ = _unit_legendre(nodes)
+    points = np.concatenate([[0.0], 0.5 * u, [0.5], 0.5 + 0.5 * u, [1.0]])
+    basis = np.polynomial.legendre.legvander(2.0 * points - 1.0, points.size - 1).T
+    moments = np.zeros(points.size)
+    moments[0] = 1.0  # int_0^1 P_k(2x - 1) dx = delta_k0
+    weights = np.linalg.solve(basis, moments)
+    weights.setflags(write=False)
+    return weights
+
+
+def _max_pending(n):
+    """The most panels an adaptive bisection of n samples keeps refining: past it every panel is accepted as
+    it stands. An integrand that no rule resolves to the tolerance (a log integrand whose rounding noise
+    exceeds it, log Z0 ~ 1e-17 at a vanishing SNR, say) would otherwise double its panels at every depth;
+    the bound keeps the work linear in n whatever the integrand."""
+    return 65_536 + 256 * n
+
+
 def _largest_step(values):
     """Per row, the largest |difference| of consecutive log values (inf where a zero meets a non-zero,
     0 where two zeros meet): a step that no Gauss-Legendre estimate may see."""
@@ -409,6 +434,7 @@ def adaptive_moments(log_f, edges, *, tol=1e-11, nodes=5, max_depth=52, jump=0.5
     zero gets mass 0.
     """
     n, u, wu, sample, a, b = _flat_panels(edges, nodes)
+    read_rule = _read_rule(nodes)
 
     def evaluate(idx, t):
         values = log_f(np.repeat(idx, t.shape[1]), t.ravel()).reshape(t.shape)
@@ -451,10 +477,14 @@ def adaptive_moments(log_f, edges, *, tol=1e-11, nodes=5, max_depth=52, jump=0.5
         left = panel_moments(sample, weight[:, 1:nodes + 1], t[:, 1:nodes + 1], half)
         right = panel_moments(sample, weight[:, nodes + 2:-1], t[:, nodes + 2:-1], half)
         halves = left + right
+        x = t - origin[sample][:, None]
+        at_reads = weight * (b - a)[:, None] * read_rule[None, :]
+        by_reads = np.stack([at_reads.sum(1), (at_reads * x).sum(1), (at_reads * x * x).sum(1)], axis=1)
         reference = tol * np.maximum(estimate[sample], 1e-300)
         rough = (_largest_step(values) > jump) & (weight.max(axis=1) * (b - a) > reference)
-        done = (np.abs(halves - whole).sum(1) <= reference) & ~rough
-        if depth == max_depth:
+        done = ((np.abs(halves - whole).sum(1) <= reference) & (np.abs(halves - by_reads).sum(1) <= reference)
+                & ~rough)
+        if depth == max_depth or 2 * int((~done).sum()) > _max_pending(n):
             done[:] = True
         for k in range(3):
             total[:, k] += np.bincount(sample[done], halves[done, k], minlength=n)
@@ -478,14 +508,17 @@ GAUSSIAN_EDGES = np.array([-40.0, -24.0, -14.0, -9.0, -6.0, -4.0, -2.0, 0.0, 2.0
 
 
 def resolve_panels(log_f, lo, hi, *, width=0.5, nodes=5, jump=0.5, rtol=1e-12, floor=700.0, accurate=40.0,
-                   max_depth=48):
+                   max_depth=48, max_panels=20_000):
     """Panel edges over [lo, hi] on which one function, exp(log_f), is resolved in relative terms: each
     panel is halved while (1) its log, read at its ends, midpoint and the Gauss-Legendre nodes of its
     halves, changes by more than `jump` between neighbours, or (2) its integral by the `nodes`-point rule
     on the whole panel and on its halves differ by more than `rtol` of that integral, unless all of it
     lies more than `floor` below the function's largest value (where it is zero in float64). A step is
-    located to `width` 2^-max_depth. The panels a likelihood needs, found once, are shared by every
-    cavity that integrates it (any smooth factor resolved on its own scale can multiply it)."""
+    located to `width` 2^-max_depth. At most `max_panels` panels are refined at one depth: past that the
+    function is taken as resolved as far as it goes (a likelihood whose values carry rounding noise can
+    never meet `rtol` there), so the work is bounded whatever the function. The panels a likelihood needs,
+    found once, are shared by every cavity that integrates it (any smooth factor resolved on its own scale
+    can multiply it)."""
     u, wu = _unit_legendre(nodes)
     a = np.arange(lo, hi, width)
     b = np.append(a[1:], hi)
@@ -503,7 +536,9 @@ def resolve_panels(log_f, lo, hi, *, width=0.5, nodes=5, jump=0.5, rtol=1e-12, f
         largest = values.max(axis=1)
         rough = ((steps > jump) & (largest > top - floor)) | \
             ((np.abs(halves - whole) > rtol * np.abs(halves)) & (largest > top - accurate))
-        if depth == max_depth:
+        if depth == max_depth or 2 * int(rough.sum()) > max_panels:
+            # the work is bounded by construction: a function no finite rule resolves in relative terms
+            # (rounding noise in a likelihood computed as log(1 - p) with p near 1, say) keeps its panels
             rough[:] = False
         accepted.append(mid[rough])
         a, b = np.concatenate([a[rough], mid[rough]]), np.concatenate([mid[rough], b[rough]])
@@ -684,6 +719,49 @@ def gaussian_window_sums_by_label(omega, sigma, reach, z, weight, by_label, nonz
     return out
 
 
+def _sparse_window_sums_loop(omega, inverse_sigma, first, last, z, weight, row_start, label_of, values, table,
+                             out):
+    """The loop of `gaussian_window_sums_sparse` (compiled by numba on first use)."""
+    for k in range(omega.size):
+        for j in range(first[k], last[k]):
+            t = (z[j] - omega[k]) * inverse_sigma
+            half_square = 0.5 * t * t
+            index = int(half_square * GAUSSIAN_TABLE_STEPS + 0.5)
+            r = index / GAUSSIAN_TABLE_STEPS - half_square
+            taylor = 1.0 + r * (1.0 + r * (1.0 / 2 + r * (1.0 / 6 + r * (1.0 / 24 + r * (
+                1.0 / 120 + r * (1.0 / 720 + r * (1.0 / 5040)))))))
+            kernel = weight[j] * table[index] * taylor
+            for entry in range(row_start[j], row_start[j + 1]):
+                term = kernel * values[entry]
+                label = label_of[entry]
+                out[0, label, k] += term
+                term *= t
+                out[1, label, k] += term
+                out[2, label, k] += term * t
+
+
+@lru_cache(maxsize=1)
+def _sparse_window_sums_kernel():
+    from numba import njit
+
+    return njit(cache=True)(_sparse_window_sums_loop)
+
+
+def gaussian_window_sums_sparse(omega, sigma, reach, z, weight, row_start, label_of, values, n_labels):
+    """`gaussian_window_sums` of functions stored sparsely, by node: node j (z sorted) carries the values
+    values[row_start[j]:row_start[j + 1]] of the functions label_of[...] there, the others zero at it. For
+    many functions each of which lives on a narrow stretch of z (a continuous label's likelihood, of width
+    the label noise): the work and the memory go with the pairs stored, not with nodes x functions."""
+    omega = np.ascontiguousarray(omega, dtype=float)
+    first = np.searchsorted(z, omega - reach * sigma, side="left")
+    last = np.searchsorted(z, omega + reach * sigma, side="right")
+    out = np.zeros((3, n_labels, omega.size))
+    _sparse_window_sums_kernel()(omega, 1.0 / sigma, first, last, z, weight, row_start, label_of, values,
+                                 _gaussian_table(float(reach)), out)
+    out *= 1.0 / (sigma * _SQRT_2PI)
+    return out
+
+
 def _window_log_moments_loop(omega, sigma, first, last, z, log_weight, log_z, mean, var):
     """The loop of `gaussian_window_log_moments` (compiled by numba on first use)."""
     for k in range(omega.size):
@@ -840,6 +918,7 @@ def adaptive_integrals(evaluate, edges, *, tol=1e-10, nodes=5, max_depth=48, jum
     Returns (shift (n,), integrals (n, k + 1)): the integrals in units of exp(shift) (shift the largest
     log weight seen at the first level, 0 for a sample whose weight is zero everywhere)."""
     n, u, wu, sample, a, b = _flat_panels(edges, nodes)
+    read_rule = _read_rule(nodes)
 
     def read(idx, t):
         log_w, h = evaluate(np.repeat(idx, t.shape[1]), t.ravel())
@@ -879,11 +958,14 @@ def adaptive_integrals(evaluate, edges, *, tol=1e-10, nodes=5, max_depth=48, jum
         left, left_abs = panel_integrals(sample, log_w[:, 1:nodes + 1], h[:, 1:nodes + 1], half)
         right, right_abs = panel_integrals(sample, log_w[:, nodes + 2:-1], h[:, nodes + 2:-1], half)
         halves = left + right
+        at_reads = np.exp(np.minimum(log_w - shift[sample][:, None], 700.0)) * ((b - a)[:, None] * read_rule[None, :])
+        by_reads = np.concatenate([at_reads.sum(1)[:, None], np.einsum("pj,pjk->pk", at_reads, h)], axis=1)
         reference = tol * np.maximum(scale[sample], 1e-300)
         largest = np.exp(np.minimum(log_w.max(axis=1) - shift[sample], 700.0)) * (b - a)
         rough = (_largest_step(log_w) > jump) & (largest > reference[:, 0])
-        done = np.all(np.abs(halves - whole) <= reference, axis=1) & ~rough
-        if depth == max_depth:
+        done = (np.all(np.abs(halves - whole) <= reference, axis=1)
+                & np.all(np.abs(halves - by_reads) <= reference, axis=1) & ~rough)
+        if depth == max_depth or 2 * int((~done).sum()) > _max_pending(n):
             done[:] = True
         for j in range(k + 1):
             total[:, j] += np.bincount(sample[done], halves[done, j], minlength=n)

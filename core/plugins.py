@@ -53,21 +53,23 @@ from seqphase.core.contract import Likelihood, Prior
 from seqphase.core.errors import ParameterError
 from seqphase.core.numerics import (GAUSSIAN_EDGES, LOG_SQRT_2PI, adaptive_moments, gauss_hermite,
                                     gaussian_kernel_rule, gaussian_window_log_moments,
-                                    by_label_values, gaussian_window_sums_by_label, merged_panels,
+                                    by_label_values, gaussian_window_sums_by_label,
+                                    gaussian_window_sums_sparse, merged_panels,
                                     resolve_panels, uniform_resolution, unit_legendre)
 
 ENTRY_POINT_GROUPS = {"channel": "seqphase.channels", "prior": "seqphase.priors"}
 
 #: version of the quadratures that derive a p = 1 channel plug-in's quantities (`DerivedScalarChannel`); it
-#: enters the identity of every point with such a channel plug-in. 3: `label_table`'s rule subdivides the
-#: likelihood's joint panels, its flat stretches in closed form, the windows summed in a compiled loop;
-#: 2: the SE's expectations over y on one rule per (omega, V) for all labels (`label_table`), a continuous
-#: y's g_out on a fixed rule (`drawn_moments`); 1 (no suffix in the tag): per-label shared rules and
-#: per-sample adaptive quadrature.
-DERIVED_CHANNEL_VERSION = 3
-#: the same for p = 2 channel plug-ins (core/multiindex/plugin_channel.py), whose derivation has not
-#: changed since the tag first carried a version
-DERIVED_VECTOR_CHANNEL_VERSION = 2
+#: enters the identity of every point with such a channel plug-in. 4: a continuous y on a fixed y rule
+#: (`y_rule`, no drawn labels), the per-sample rule checked against the interpolatory rule on its read points
+#: (a kink next to a panel's end); 3: `label_table`'s rule subdivides the likelihood's joint panels, its flat
+#: stretches in closed form, the windows summed in a compiled loop; 2: the SE's expectations over y on one
+#: rule per (omega, V) for all labels (`label_table`), a continuous y's g_out on a fixed rule; 1 (no suffix in
+#: the tag): per-label shared rules and per-sample adaptive quadrature.
+DERIVED_CHANNEL_VERSION = 4
+#: the same for p = 2 channel plug-ins (core/multiindex/plugin_channel.py). 3: the adaptive rules' kink check
+#: (`numerics.adaptive_moments`, `adaptive_integrals`)
+DERIVED_VECTOR_CHANNEL_VERSION = 3
 
 
 # -- naming, loading and identity ------------------------------------------------------------------
@@ -284,7 +286,8 @@ def smoke_test(plugin, kind, where=None):
         else:
             x = checked(plugin, "sample", call(plugin, "sample", (7,), rng), (7,), allow_inf=False)
             atoms = getattr(plugin, "atoms", None)
-            if atoms is not None and not np.isin(x, np.asarray(atoms, float)).all():
+            dense = plugin.has_density() if hasattr(plugin, "has_density") else atoms is None
+            if atoms is not None and not dense and not np.isin(x, np.asarray(atoms, float)).all():
                 raise PluginFault(f"{name}.sample drew values outside its atoms {tuple(atoms)}")
             values = checked(plugin, "log_density", call(plugin, "log_density", x), (7,))
             what = "log_density(sample(shape))"
@@ -520,6 +523,8 @@ class DerivedScalarChannel(ScalarChannel):
         if not (sigma > 0 and omega.size and omega.min() - reach * sigma > -self.z_window
                 and omega.max() + reach * sigma < self.z_window):
             return None
+        if not self.discrete:
+            return self._continuous_table(omega, sigma)
         # a continuous label's likelihood is smooth in z on the scale `resolution`: no features to place
         step = self.grid_step(width * sigma if self.discrete else min(width * sigma, self.resolution()))
         if self.z_window / step >= 2.0**50:  # chunk indices exact in float64 (V not vanishing)
@@ -528,6 +533,45 @@ class DerivedScalarChannel(ScalarChannel):
         mass, first, second = gaussian_window_sums_by_label(omega, sigma, reach, z, weight, *by_label, runs)
         safe = np.where(mass > 0, mass, 1.0)
         mean = first / safe
+        var = np.maximum(second / safe - mean * mean, 0.0)
+        with np.errstate(divide="ignore"):
+            log_z = np.log(mass)
+        return log_z, mean, var
+
+    def _continuous_table(self, omega, sigma):
+        """`label_table` of a continuous y, whose labels are the `y_rule` nodes: one rule in z over the
+        cavities' windows, panels of the kernel rule's width cut to the likelihood's `resolution`, and at
+        each node only the y nodes where P(y | z) is not negligible (`y_support`: the stretches found at
+        the y rule's probes, a node between two probes taking both of theirs and what lies between), so
+        that the work and memory go with the likelihood's width in y, not with nodes x labels."""
+        reach, nodes, width = gaussian_kernel_rule(self.kernel_tol)
+        step = self.grid_step(min(width * sigma, self.resolution()))
+        first = np.floor((omega - reach * sigma) / step).astype(np.int64)
+        count = np.floor((omega + reach * sigma) / step).astype(np.int64) - first + 1
+        panel = np.unique(np.repeat(first, count) + (np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count)))
+        u, wu = unit_legendre(nodes)
+        z = ((panel[:, None] + u[None, :]) * step).ravel()
+        weight = np.broadcast_to(wu * step, (panel.size, nodes)).ravel()
+        labels, _ = self.y_rule()
+        probe, low, high = self._structure["y_support"]
+        right = np.clip(np.searchsorted(probe, z), 1, probe.size - 1)
+        low = np.minimum(low[right - 1], low[right])
+        high = np.maximum(high[right - 1], high[right])
+        high = np.maximum(high, low)
+        count = high - low
+        row_start = np.concatenate([[0], np.cumsum(count)])
+        node_of = np.repeat(np.arange(z.size), count)
+        label_of = low[node_of] + (np.arange(row_start[-1]) - row_start[node_of])
+        values = np.empty(label_of.size)
+        block = 4_000_000
+        for start in range(0, label_of.size, block):
+            part = slice(start, start + block)
+            with np.errstate(under="ignore"):
+                values[part] = np.exp(self.log_likelihood(labels[label_of[part]], z[node_of[part]]))
+        mass, first_moment, second = gaussian_window_sums_sparse(omega, sigma, reach, z, weight, row_start,
+                                                                 label_of, values, labels.size)
+        safe = np.where(mass > 0, mass, 1.0)
+        mean = first_moment / safe
         var = np.maximum(second / safe - mean * mean, 0.0)
         with np.errstate(divide="ignore"):
             log_z = np.log(mass)
@@ -693,6 +737,46 @@ class DerivedScalarChannel(ScalarChannel):
                     checked(self.plugin, "g_out", dg, shape, allow_inf=False))
         return self.derived_g_out(y, omega, V)
 
+    #: most features in z the outer rule of the SE is refined at (`omega_features`)
+    max_features = 100
+
+    def likelihood_scales(self):
+        """(centres, widths) in z of a discrete label's structure narrower than one unit: the panels of
+        `feature_edges` (a step, a ridge, a transition); at most `max_features` of them, evenly chosen (each
+        refines the rule over +-12 of its widths, so a subset still covers a run of them). None for a
+        continuous y: its likelihood's scale is uniform in z (`resolution`) and Z_out smooths it by the
+        label noise, so the base panels serve down to noise variances of ~1e-3 (measured: the noisy forms
+        of |z| and z^2 in benchmarks/derived_route.py approach)."""
+        if "scales" not in self._structure:
+            if self.discrete:
+                edges = self.feature_edges()
+                widths, centres = np.diff(edges), 0.5 * (edges[1:] + edges[:-1])
+            else:
+                centres = widths = np.zeros(0)
+            narrow = widths < 1.0
+            centres, widths = centres[narrow], widths[narrow]
+            if centres.size > self.max_features:
+                pick = np.linspace(0, centres.size - 1, self.max_features).round().astype(int)
+                centres, widths = centres[pick], widths[pick]
+            self._structure["scales"] = (centres, widths)
+        return self._structure["scales"]
+
+    def omega_features(self, m, V):
+        """The outer SE rule's features in xi (omega = sqrt(m) xi): the cavity's own width sqrt(V / m), and
+        where the likelihood has structure narrower than the base panels (`likelihood_scales`), that
+        structure smoothed by the cavity, max(width, sqrt V) / sqrt m: a ridge or a transition of P(y | z)
+        shows in the integrand over omega on that scale, and the base panels alone would not resolve it."""
+        features = super().omega_features(m, V)
+        if m <= 0 or V <= 0:
+            return features
+        s = math.sqrt(m)
+        centres, widths = self.likelihood_scales()
+        smoothed = np.maximum(widths, math.sqrt(V))
+        # wider than the base panels' unit in xi: nothing to refine; beyond |xi| = 12 the outer weight is
+        # below e^-72
+        keep = (smoothed < s) & (np.abs(centres) < 12.0 * s)
+        return features + [(float(c) / s, float(w) / s) for c, w in zip(centres[keep], smoothed[keep])]
+
     # -- expectations over y -------------------------------------------------------------------------
     def expect_y(self, func, omega, V):
         """E_{y ~ P(y | omega, V)}[func(y, omega, V)] over the array omega."""
@@ -741,6 +825,8 @@ class DerivedScalarChannel(ScalarChannel):
     #: half-width of the z range over which the y rule of a continuous label resolves P(y | z), and its
     #: tolerance on the normalisation int P(y | z) dy = 1 at every z of that range
     y_reach, y_tol = 16.0, 1e-9
+    #: how far below its largest value (in log) a continuous label's likelihood counts as zero
+    y_negligible = 40.0
     #: nodes of a y panel, and the draws per z that place the y rule's range
     y_nodes, y_draws = 12, 16
 
@@ -786,9 +872,17 @@ class DerivedScalarChannel(ScalarChannel):
             nodes = (edges[:-1, None] + np.diff(edges)[:, None] * u).ravel()
             weights = (np.diff(edges)[:, None] * wu).ravel()
             with np.errstate(under="ignore"):
-                mass = weights @ np.exp(self.log_likelihood(nodes[:, None], z[None, :]))
+                log_p = self.log_likelihood(nodes[:, None], z[None, :])
+            mass = weights @ np.exp(log_p)
             worst = float(np.max(np.abs(mass - 1.0)))
             if worst <= self.y_tol:
+                # each probe's stretch of nodes where P(y | z) is not negligible (below e^-40 of its
+                # largest value: a contribution under 1e-17 of the largest, far below y_tol)
+                significant = log_p > np.max(log_p) - self.y_negligible
+                some = significant.any(axis=0)
+                low = np.where(some, np.argmax(significant, axis=0), 0)
+                high = np.where(some, nodes.size - np.argmax(significant[::-1], axis=0), 0)
+                self._structure["y_support"] = (z, low, high)
                 return nodes, weights
             if np.all(mass > 1.0 + self.y_tol) and np.ptp(mass) < 1e-3 * np.min(mass):
                 break  # the same excess everywhere: not a normalised density

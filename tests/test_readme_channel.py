@@ -75,3 +75,17 @@ def test_check_run_plot_from_the_folder(folder, tmp_path):
     finally:
         sys.path.remove(str(folder))
         sys.modules.pop("probit", None)
+
+
+def test_the_section_python_battery_runs(folder):
+    """The section's Python block (`seqphase.testing.check_likelihood` on the channel) runs from the folder."""
+    import subprocess
+
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index("## Adding a channel"):]
+    section = section[:section.index("\n## ", 1)]
+    block = section[section.index("```python\n") + len("```python\n"):]
+    block = block[:block.index("```")]
+    assert "check_likelihood(Probit" in block
+    done = subprocess.run([sys.executable, "-c", block], cwd=folder, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr

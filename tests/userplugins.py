@@ -218,3 +218,35 @@ class MiscalibratedSignProduct(NoisySignProduct):
         z = np.asarray(z)
         flip = rng.random(z.shape[:-1]) < 3 * self.eps
         return np.where(z[..., 0] * z[..., 1] >= 0, 1.0, -1.0) * np.where(flip, -1.0, 1.0)
+
+
+class Logistic(seqphase.Likelihood):
+    """P(y = +-1 | z) = 1 / (1 + exp(-beta y z)): smooth everywhere, no flat stretch."""
+
+    labels = (-1.0, 1.0)
+
+    def __init__(self, beta=2.0):
+        if beta <= 0:
+            raise ValueError("beta must be > 0")
+        self.beta = beta
+
+    def log_likelihood(self, y, z):
+        return -np.logaddexp(0.0, -self.beta * y * z)
+
+    def sample(self, z, rng):
+        return np.where(rng.random(np.shape(z)) < special.expit(self.beta * np.asarray(z)), 1.0, -1.0)
+
+
+class NoisyReLU(seqphase.Likelihood):
+    """y = max(z, 0) + sqrt(delta) n: a continuous y whose likelihood is flat in z for z < 0."""
+
+    def __init__(self, delta=0.1):
+        if delta <= 0:
+            raise ValueError("delta must be > 0")
+        self.delta = delta
+
+    def log_likelihood(self, y, z):
+        return -0.5 * (y - np.maximum(z, 0.0)) ** 2 / self.delta - 0.5 * np.log(2 * np.pi * self.delta)
+
+    def sample(self, z, rng):
+        return np.maximum(z, 0.0) + np.sqrt(self.delta) * rng.standard_normal(np.shape(z))

@@ -1,30 +1,22 @@
-"""One identity battery that every registered channel of every family passes (the channel protocol of
-core/channel.py: g (n, p) and dg (n, p, p) on batches, token axes folded into the batch).
-
-- Nishimori: at the Bayes-optimal point (omega = Q^{1/2} xi, z = omega + (I - Q)^{1/2} u, y ~ P(y | z),
-  V = I - Q), E[g g^T] = -E[dg]. Tolerance: 5 Monte Carlo standard errors of the mean of g g^T + dg
-  (computed over independent sequences, since the tokens of one sequence are correlated).
-- Finite-difference Jacobian: dg = d g / d omega, by central differences in each index of each token
-  (the other tokens of a sequence held fixed: dg is the token-diagonal block).
-- Batches: a batch gives what its samples give one by one (a sequence at a time).
-- Edges: finite g and dg at a narrow cavity and far-out omega.
-- p = 1 reductions: the protocol g_out of a scalar channel is its kernel g_out_scalar.
-A new family's channel gets all of this by being added to `REGISTERED` (test_every_channel_listed
+"""Every registered channel of every family passes the protocol battery, and every shipped channel and prior
+of the contract (`seqphase.Likelihood`, `seqphase.Prior`) passes its battery: `seqphase.testing`
+(`check_channel_protocol`, `check_likelihood`, `check_prior`), the module a user's own class is checked
+with. A new family's channel gets all of this by being added to `REGISTERED` (test_every_channel_listed
 fails until it is).
 """
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
+from seqphase import testing
 from seqphase.core.aim.channels import CHANNELS as AIM_CHANNELS
 from seqphase.core.aim.channels import HardmaxChannel, LinearChannel as AIMLinearChannel, SoftmaxChannel
 from seqphase.core.bsr.channels import BSRChannel
-from seqphase.core.channel import SCALAR_CHANNELS, ScalarChannel
+from seqphase.core.channel import SCALAR_CHANNELS
 from seqphase.core.glm.channels import CHANNELS as GLM_CHANNELS
+from seqphase.core.glm.priors import PRIORS as GLM_PRIORS
 from seqphase.core.multiindex.channels import MI_CHANNELS, make_channel
-from seqphase.core.numerics import psd_sqrt
 from seqphase.core.quadratic.channels import QuadraticChannel
 from seqphase.core.smi.channels import AttentionChannel
 
@@ -78,123 +70,31 @@ def test_every_channel_listed():
     assert set(GLM_CHANNELS) == set(SCALAR_CHANNELS)
 
 
-def _overlap(p):
-    """An anisotropic, correlated overlap Q with eigenvalues in (0.1, 0.7)."""
-    if p == 1:
-        return np.array([[0.4]])
-    rng = np.random.default_rng(p)
-    U, _ = np.linalg.qr(rng.standard_normal((p, p)))
-    return (U * np.linspace(0.1, 0.7, p)) @ U.T
+@pytest.mark.parametrize("factory, exact", [pytest.param(f, e, id=i) for (_, _, f, e), i in zip(REGISTERED, IDS)])
+def test_protocol_battery(factory, exact):
+    """Nishimori, the Jacobian against finite differences, batches, edges and (p = 1) the scalar kernel:
+    `seqphase.testing.check_channel_protocol` (its docstring states each tolerance)."""
+    testing.check_channel_protocol(factory(), exact=exact)
 
 
-def _draw(channel, n_seq, rng, Q, scale=1.0):
-    """(y, omega, V) at the Bayes-optimal point, n_seq sequences of channel.tokens folded rows."""
-    p, T = channel.p, channel.tokens
-    V = np.eye(p) - Q
-    omega = scale * rng.standard_normal((n_seq * T, p)) @ psd_sqrt(Q).T
-    z = omega + rng.standard_normal((n_seq * T, p)) @ psd_sqrt(V).T
-    return channel.sample(z, rng), omega, V
+#: the shipped channels of the contract with a finite likelihood, and the noisy forms of the noiseless ones
+#: (the battery of a continuous y runs its per-sample rule on 200,000 draws: ~30 s, in the slow suite)
+SLOW = pytest.mark.slow
+SHIPPED_LIKELIHOODS = [
+    pytest.param(lambda: GLM_CHANNELS["sign"](), id="sign"),
+    pytest.param(lambda: GLM_CHANNELS["linear"](0.1), id="linear-delta-0.1", marks=SLOW),
+    pytest.param(lambda: GLM_CHANNELS["abs"]().noisy(0.05), id="abs-noisy-0.05", marks=SLOW),
+    pytest.param(lambda: GLM_CHANNELS["square"]().noisy(0.05), id="square-noisy-0.05", marks=SLOW),
+    pytest.param(lambda: GLM_CHANNELS["linear"](0.0).noisy(0.05), id="linear-noiseless-noisy-0.05", marks=SLOW),
+]
 
 
-def _cases():
-    return [pytest.param(factory, exact, id=i) for (_, _, factory, exact), i in zip(REGISTERED, IDS)]
+@pytest.mark.parametrize("factory", SHIPPED_LIKELIHOODS)
+def test_shipped_channels_pass_check_likelihood(factory):
+    testing.check_likelihood(factory())
 
 
-@pytest.fixture(scope="module")
-def draws():
-    cache = {}
-
-    def get(factory):
-        key = id(factory)
-        if key not in cache:
-            channel = factory()
-            rng = np.random.default_rng(7)
-            # a factory outside REGISTERED (a user family's test reusing the battery) counts as exact
-            exact = next((e for _, _, f, e in REGISTERED if f is factory), True)
-            # p = 3 quadrature channels cost ~0.8 ms a sample: 4000 samples keep 5 s.e. at ~0.08 of the
-            # spread of g g^T + dg (a wrong g or dg is off by O(1) of it); the cheap channels keep 20000.
-            n_seq = 1000 if channel.tokens > 1 else (4000 if channel.p >= 3 and not exact else 20000)
-            y, omega, V = _draw(channel, n_seq, rng, _overlap(channel.p))
-            g, dg = channel.g_out(y, omega, V)
-            cache[key] = channel, y, omega, V, g, dg
-        return cache[key]
-
-    return get
-
-
-@pytest.mark.parametrize("factory, exact", _cases())
-def test_shapes_and_nishimori(draws, factory, exact):
-    channel, y, omega, V, g, dg = draws(factory)
-    n, p, T = y.shape[0], channel.p, channel.tokens
-    assert g.shape == (n, p) and dg.shape == (n, p, p)
-    assert np.all(np.isfinite(g)) and np.all(np.isfinite(dg))
-    terms = g[:, :, None] * g[:, None, :] + dg  # E[...] = 0 at the Nishimori point
-    per_seq = terms.reshape(n // T, T, p, p).sum(1)
-    mean = per_seq.mean(0) / T
-    sem = per_seq.std(0, ddof=1) / np.sqrt(per_seq.shape[0]) / T
-    assert np.all(np.abs(mean) <= 5 * sem + 1e-12), (mean, sem)
-
-
-@pytest.mark.parametrize("factory, exact", _cases())
-def test_jacobian_is_finite_difference_of_g(draws, factory, exact):
-    channel, y, omega, V, g, dg = draws(factory)
-    T, p = channel.tokens, channel.p
-    rows = np.arange(min(y.shape[0], 40 * T))
-    y, omega, dg = y[rows], omega[rows], dg[rows]
-    errors = []
-    for t in range(T):
-        mine = rows % T == t  # perturb this token of every sequence, the other tokens held fixed
-        for j in range(p):
-            h = 1e-5 * np.sqrt(V[j, j])
-            step = np.zeros_like(omega)
-            step[mine, j] = h
-            fd = (channel.g_out(y, omega + step, V)[0] - channel.g_out(y, omega - step, V)[0]) / (2 * h)
-            scale = np.abs(dg[mine]).max(axis=(1, 2)) + 1.0 / V[j, j]
-            errors.append(np.abs(fd[mine] - dg[mine][:, :, j]).max(axis=1) / scale)
-    errors = np.concatenate(errors)
-    if exact:
-        # central differences: truncation ~ h^2 |g'''| ~ 1e-10, rounding ~ eps |g| / h ~ 1e-11
-        assert errors.max() < 1e-6, errors.max()
-    else:
-        # the analytic dg is the exact posterior covariance of the rule; its derivative agrees with
-        # the rule's g to the rule's accuracy (documented 0.5% for the SMI grid, 1e-4 for the
-        # multi-index quadratures); a rare refinement switch between omega +- h is allowed for
-        assert np.median(errors) < 1e-4, np.median(errors)
-        assert np.mean(errors > 1e-2) <= 0.05, np.sort(errors)[-5:]
-
-
-@pytest.mark.parametrize("factory, exact", _cases())
-def test_batch_equals_single_sequences(draws, factory, exact):
-    channel, y, omega, V, g, dg = draws(factory)
-    T = channel.tokens
-    for s in range(4):
-        rows = slice(s * T, (s + 1) * T)
-        g1, dg1 = channel.g_out(y[rows], omega[rows], V)
-        np.testing.assert_allclose(g1, g[rows], rtol=1e-10, atol=1e-12)
-        np.testing.assert_allclose(dg1, dg[rows], rtol=1e-10, atol=1e-12)
-
-
-@pytest.mark.parametrize("factory, exact", _cases())
-def test_finite_at_the_edges(factory, exact):
-    """A narrow cavity (V = 0.05 I, overlap 0.95) and omega drawn 3x wider than its law."""
-    channel = factory()
-    rng = np.random.default_rng(11)
-    y, omega, V = _draw(channel, 50, rng, 0.95 * np.eye(channel.p), scale=3.0)
-    g, dg = channel.g_out(y, omega, V)
-    assert np.all(np.isfinite(g)) and np.all(np.isfinite(dg))
-
-
-@pytest.mark.parametrize("name", sorted(SCALAR_CHANNELS))
-def test_protocol_of_a_scalar_channel_is_its_kernel(name):
-    channel = GLM_CHANNELS[name]() if name != "linear" else GLM_CHANNELS[name](0.2)
-    assert isinstance(channel, ScalarChannel) and channel.p == 1
-    rng = np.random.default_rng(3)
-    omega = 0.6 * rng.standard_normal(500)
-    y = channel.sample(omega + 0.5 * rng.standard_normal(500), rng)
-    g, dg = channel.g_out_scalar(y, omega, 0.25)
-    G, DG = channel.g_out(y, omega[:, None], np.full((1, 1), 0.25))
-    assert np.array_equal(G[:, 0], g) and np.array_equal(DG[:, 0, 0], dg)
-    # the (n, 1) protocol sample of z equals the scalar one
-    z = rng.standard_normal(20)
-    assert np.array_equal(channel.sample(z[:, None], np.random.default_rng(1)),
-                          channel.sample(z, np.random.default_rng(1)))
+@pytest.mark.parametrize("name", [pytest.param(name, marks=() if name == "rademacher" else SLOW)
+                                  for name in sorted(GLM_PRIORS)])
+def test_shipped_priors_pass_check_prior(name):
+    testing.check_prior(GLM_PRIORS[name](0.3) if name == "gauss-bernoulli" else GLM_PRIORS[name]())

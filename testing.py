@@ -1,28 +1,36 @@
-"""The identity battery of a user plug-in (`seqphase check MODULE:CLASS`): what must hold for any honest
-channel or prior, checked on the plug-in as the families will use it.
+"""`seqphase.testing`: the identity batteries that every channel and prior passes, for a researcher's own
+classes as for the shipped ones (as scikit-learn's ``check_estimator`` is for estimators).
 
-Channel (a p = 1 `Likelihood`, through `plugins.DerivedScalarChannel`; a p = 2 one through the multi-index
-family's derived channel, `check_vector_channel`, the same identities per component), at a few cavities
-(omega, V):
-- Nishimori: with y drawn by the plug-in's sampler at z ~ N(omega, V), E[g_out] = 0 and
-  E[g_out^2 + dg] = 0. A sampler that disagrees with the likelihood (draws labels the likelihood does
-  not give, or flips them) breaks them; the score is the largest |mean| in Monte-Carlo standard errors.
-- Label law (discrete y): the sampler's label frequencies against Z_out(y | omega, V) by quadrature
-  (chi-square per degree of freedom, in standard deviations of its law).
+- `check_likelihood(cls, **params)`: a `seqphase.Likelihood` (p = 1 or 2) as the families use it, through
+  the derived route (`core/plugins.py` `DerivedScalarChannel`, `core/multiindex/plugin_channel.py`);
+- `check_prior(cls, **params)`: a `seqphase.Prior` through the glm family's `DerivedPrior`;
+- `check_channel_protocol(channel)`: any family's channel object on the shared protocol (`core/channel.py`:
+  g (n, p) and dg (n, p, p) on batches, token axes folded into the batch).
+
+Each returns rows (identity, measured, tolerance, passes) and, unless ``strict=False``, raises
+`AssertionError` with the table when a row fails. ``seqphase check MODULE:CLASS`` prints the same table.
+
+What the rows check, for a channel (at a few cavities (omega, V)):
+- Nishimori: with y drawn by the class's sampler at z ~ N(omega, V), E[g_out] = 0 and E[g_out^2 + dg] = 0.
+  A sampler that disagrees with the likelihood (draws labels the likelihood does not give, or flips them)
+  breaks them; the score is the largest |mean| in Monte-Carlo standard errors.
+- Label law (discrete y): the sampler's label frequencies against Z_out(y | omega, V) by quadrature.
 - Jacobians by finite differences: g = d log Z_out / d omega and dg = d g / d omega.
 - Closed forms, where the class gives `g_out` / `log_partition`: against the derived ones.
-- A batch equals its samples one by one (log_likelihood, and the derived g_out).
-- Finite values at the edges: far cavity means, tiny and large variances.
+- A batch equals its samples one by one; finite values at the edges.
+- The derivation over a stated range: the state evolution's expectations (E[g_out^2], E log Z_out, the
+  test error) run and are finite at every (overlap m, variance V = 1 - m) of `SE_RANGE`, and the SE's
+  shared rule agrees with the per-sample rule that GAMP uses where labels are likely.
 
-Prior (through the family's denoiser, passed in): Nishimori of the denoiser (E[x0 f_in] = E[f_in^2],
-E[var] = rho - E[f_in^2], with x0 drawn by the sampler), dvar: var = d f_in / dB by finite differences,
-the normalisation of the density (atoms or quadrature), sample moments against the quadrature's, a batch
-equal to its samples one by one, finite values at the edges.
+For a prior: Nishimori of the denoiser (E[x0 f_in] = E[f_in^2], E[var] = rho - E[f_in^2], with x0 drawn by
+the sampler), var = d f_in / dB by finite differences, the normalisation (atoms and density), sample
+moments against the quadrature's, a batch equal to its samples one by one, finite values at the edges,
+and mmse and free entropy finite, mmse decreasing, over the SNRs of `SNR_RANGE`.
 
-Each row: (identity, measured, tolerance, passes). Tolerances come from the method: Monte-Carlo rows at
-5 standard errors (a false alarm once in ~3.5 million), finite differences at the truncation error of a
-central difference with step h (~h^2 times the third derivative's scale) plus the quadrature's relative
-tolerance over h, closed forms at the derived quadrature's stated accuracy (1e-8).
+Tolerances come from the method: Monte-Carlo rows at 5 standard errors (a false alarm once in ~3.5
+million), finite differences at the truncation error of a central difference with step h (~h^2 times the
+third derivative's scale) plus the quadrature's relative tolerance over h, closed forms at the derived
+quadrature's stated accuracy (1e-8).
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from seqphase.core import plugins
+from seqphase.core.errors import SeqphaseError
 
 #: the cavities (omega, V) at which a channel is checked: the origin, moderate means, small and large
 #: variances (none so far out that a label's law is too rare for 40,000 draws to see it)
@@ -64,7 +73,7 @@ def _mc_score(values):
     return abs(mean) / se
 
 
-def check_channel(channel, seed=0):
+def _channel_rows(channel, seed=0):
     """The battery of a `DerivedScalarChannel` (module docstring); returns [Row]."""
     rng = np.random.default_rng(seed)
     rows = []
@@ -169,10 +178,10 @@ VECTOR_CAVITIES = (((0.0, 0.0), ((1.0, 0.0), (0.0, 1.0))), ((0.7, -0.4), ((0.5, 
 VECTOR_DRAWS = 400  # each a 2-d quadrature: the Monte-Carlo rows are held to 5 s.e. of 400 draws
 
 
-def check_vector_channel(channel, seed=0):
+def _vector_channel_rows(channel, seed=0):
     """The battery of a p = 2 channel with the multi-index interface (`posterior`, `g_out`, `sample`,
     `labels`: core/multiindex/plugin_channel.py), at `VECTOR_CAVITIES`; returns [Row]. The same identities
-    as `check_channel`, per component: Nishimori E[g] = 0 and E[g g^T + dg] = 0 with y drawn by the
+    as `_channel_rows`, per component: Nishimori E[g] = 0 and E[g g^T + dg] = 0 with y drawn by the
     sampler, the label law (discrete y), g = grad log Z_out and dg = grad g by central differences, the
     closed form `log_partition(y, omega, V)` where the class gives one, a batch equal to its samples one
     by one, finite g and dg at the edges."""
@@ -257,7 +266,7 @@ def check_vector_channel(channel, seed=0):
     return rows
 
 
-def check_prior(prior, seed=0):
+def _prior_rows(prior, seed=0):
     """The battery of a prior as the glm family uses it (`DerivedPrior`: denoise, log_partition, rho,
     sample); returns [Row]."""
     rng = np.random.default_rng(seed)
@@ -312,4 +321,246 @@ def table(rows):
     return "\n".join(lines)
 
 
-__all__ = ["Row", "check_channel", "check_prior", "check_vector_channel", "table"]
+
+#: the (overlap m, variance V) at which the SE's expectations of a p = 1 channel are derived (a unit second
+#: moment: V = 1 - m): no information, moderate, near perfect recovery, and V = 1e-10, where an informed
+#: start begins
+SE_RANGE = tuple((m, 1.0 - m) for m in (0.0, 1e-6, 0.3, 0.9, 0.999, 1.0 - 1e-6, 1.0 - 1e-10))
+#: the SNRs mhat at which a prior's mmse and free entropy are derived (below 1e-6 a density prior's free
+#: entropy, ~mhat rho / 2, sits under the adaptive rule's rounding floor and costs minutes)
+SNR_RANGE = (0.0, 1e-6, 1e-3, 0.3, 3.0, 30.0, 1e3, 1e6)
+
+
+def _range_rows(channel):
+    """The derivation of a p = 1 channel over `SE_RANGE`, as the glm SE uses it: E[g_out^2], E log Z_out
+    and the test error over the outer rule; a fault or a non-finite value is counted. And the SE's shared
+    rule (`label_table`) against the per-sample rule (`moments`) where a label carries weight: their
+    moments of t, weighted by Z_out, within 1e-8."""
+    from seqphase.core.glm import se
+
+    faults, worst = [], 0.0
+    for m, V in SE_RANGE:
+        try:
+            values = [se.channel_mhat(channel, 1.0, m, V), se.channel_free_entropy(channel, m, V),
+                      se.channel_gen_error(channel, m, V)]
+            if not np.all(np.isfinite(values)):
+                faults.append(f"non-finite at m = {m:g}")
+        except Exception as exc:  # noqa: BLE001 -- a derivation that fails is what this row reports
+            faults.append(f"{type(exc).__name__} at m = {m:g}: {exc}")
+            continue
+        if V < 1e-3 or V > 0.999:
+            continue
+        omega = math.sqrt(m) * np.linspace(-3.0, 3.0, 25)
+        table_ = channel.label_table(omega, V)
+        if table_ is None:
+            continue
+        labels = channel.table_labels()
+        log_z, mean, var = table_
+        y = np.repeat(labels[:, None], omega.size, axis=1)
+        om = np.broadcast_to(omega, y.shape)
+        density = 1.0 if channel.discrete else channel.y_rule()[1][:, None]
+        likely = np.exp(log_z) * density > 1e-6
+        alone = channel._moments(y[likely], om[likely], np.full(int(likely.sum()), V))
+        weight = np.exp(log_z[likely])
+        worst = max(worst, float(np.max(np.abs(weight * (mean[likely] - alone[1])), initial=0.0)),
+                    float(np.max(np.abs(weight * (var[likely] - alone[2])), initial=0.0)))
+    return [Row(f"SE expectations derived at m in {[m for m, _ in SE_RANGE]}, V = 1 - m: faults "
+                f"({'; '.join(faults[:2]) or 'none'})", float(len(faults)), 0.0),
+            Row("SE shared rule vs per-sample rule, Z_out-weighted moments of t, max difference", worst, 1e-8)]
+
+
+def _prior_range_rows(prior):
+    """mmse and free entropy over `SNR_RANGE`: finite, mmse within [0, rho] and not increasing."""
+    faults, previous = [], math.inf
+    for mhat in SNR_RANGE:
+        try:
+            mmse, entropy = prior.mmse(mhat), prior.free_entropy(mhat)
+        except Exception as exc:  # noqa: BLE001 -- reported as the row's fault
+            faults.append(f"{type(exc).__name__} at mhat = {mhat:g}: {exc}")
+            continue
+        if not (math.isfinite(mmse) and math.isfinite(entropy)):
+            faults.append(f"non-finite at mhat = {mhat:g}")
+        elif not (-1e-12 <= mmse <= prior.rho * (1 + 1e-9)) or mmse > previous * (1 + 1e-9) + 1e-15:
+            faults.append(f"mmse {mmse:.3g} out of [0, rho] or increasing at mhat = {mhat:g}")
+        previous = min(previous, mmse)
+    return [Row(f"mmse, free entropy derived at mhat in {list(SNR_RANGE)}: faults "
+                f"({'; '.join(faults[:2]) or 'none'})", float(len(faults)), 0.0)]
+
+
+def _instance(cls, params, base):
+    """The object to check: `cls` itself when it is an instance, else cls(**params); smoke-tested."""
+    obj = cls(**params) if isinstance(cls, type) else cls
+    if not isinstance(obj, base):
+        raise TypeError(f"{obj!r} is not a seqphase.{base.__name__}")
+    kind = "channel" if base is plugins.Likelihood else "prior"
+    plugins.smoke_test(obj, kind, type(obj).__name__)
+    return obj
+
+
+def _finish(rows, strict, what):
+    if strict and not all(row.passes for row in rows):
+        raise AssertionError(f"{what} fails its identities:\n{table(rows)}")
+    return rows
+
+
+def likelihood_rows(likelihood, name, seed=0):
+    """The rows of `check_likelihood` for an instance (what ``seqphase check`` prints)."""
+    try:
+        if int(getattr(likelihood, "p", 1)) > 1:
+            from seqphase.core.multiindex.plugin_channel import DerivedVectorChannel
+
+            return _vector_channel_rows(DerivedVectorChannel(likelihood, name=name, tol=1e-8), seed=seed)
+        channel = plugins.DerivedScalarChannel(likelihood, name=name)
+        return _channel_rows(channel, seed=seed) + _range_rows(channel)
+    except plugins.PluginFault as fault:
+        raise SeqphaseError(name, str(fault), "fix the class") from None
+
+
+def prior_rows(prior, name, seed=0):
+    """The rows of `check_prior` for an instance (what ``seqphase check`` prints)."""
+    from seqphase.core.glm.priors import DerivedPrior
+
+    try:
+        derived = DerivedPrior(prior, name=name)
+        return _prior_rows(derived, seed=seed) + _prior_range_rows(derived)
+    except plugins.PluginFault as fault:
+        raise SeqphaseError(name, str(fault), "fix the class") from None
+
+
+def check_likelihood(cls, *, seed=0, strict=True, **params):
+    """The identity battery of a channel (module docstring).
+
+    Parameters
+    ----------
+    cls : type or seqphase.Likelihood
+        The class (built with ``params``) or an instance; p = 1 (glm) or p = 2 (multiindex).
+    seed : int
+        Seed of the battery's draws.
+    strict : bool
+        Raise `AssertionError` (with the table) when a row fails; else just return the rows.
+    **params
+        The constructor's keywords.
+
+    Returns
+    -------
+    list of Row
+        One row per identity: ``identity``, ``measured``, ``tolerance``, ``passes``.
+    """
+    likelihood = _instance(cls, params, plugins.Likelihood)
+    name = type(likelihood).__name__
+    return _finish(likelihood_rows(likelihood, name, seed), strict, name)
+
+
+def check_prior(cls, *, seed=0, strict=True, **params):
+    """The identity battery of a prior (module docstring); parameters and result as `check_likelihood`."""
+    prior = _instance(cls, params, plugins.Prior)
+    name = type(prior).__name__
+    return _finish(prior_rows(prior, name, seed), strict, name)
+
+
+# -- the shared channel protocol of every family ---------------------------------------------------------
+
+
+def _overlap(p):
+    """An anisotropic, correlated overlap Q with eigenvalues in (0.1, 0.7)."""
+    if p == 1:
+        return np.array([[0.4]])
+    rng = np.random.default_rng(p)
+    U, _ = np.linalg.qr(rng.standard_normal((p, p)))
+    return (U * np.linspace(0.1, 0.7, p)) @ U.T
+
+
+def _protocol_draw(channel, n_seq, rng, Q, scale=1.0):
+    """(y, omega, V) at the Bayes-optimal point, n_seq sequences of channel.tokens folded rows."""
+    from seqphase.core.numerics import psd_sqrt
+
+    p, T = channel.p, channel.tokens
+    V = np.eye(p) - Q
+    omega = scale * rng.standard_normal((n_seq * T, p)) @ psd_sqrt(Q).T
+    z = omega + rng.standard_normal((n_seq * T, p)) @ psd_sqrt(V).T
+    return channel.sample(z, rng), omega, V
+
+
+def check_channel_protocol(channel, *, exact=True, n_seq=None, seed=7, strict=True):
+    """The battery of a channel object on the shared protocol (`core/channel.py`), any family:
+
+    - Nishimori at the Bayes-optimal point (omega = Q^{1/2} xi, z = omega + (I - Q)^{1/2} u, y ~ P(y | z),
+      V = I - Q): E[g g^T + dg] = 0 within 5 Monte-Carlo standard errors (over independent sequences);
+    - dg = d g / d omega by central differences per index and token (the others held fixed). ``exact``: a
+      closed form, within 1e-6 relative (truncation ~ h^2 |g'''| ~ 1e-10, rounding ~ eps |g| / h ~ 1e-11);
+      else a quadrature, whose dg matches its own g to the rule's accuracy: median within 1e-4, at most
+      5% of samples beyond 1e-2 (a refinement switch between omega +- h);
+    - a batch gives what its sequences give one by one (1e-10 relative);
+    - finite g and dg at a narrow cavity (V = 0.05 I) and omega drawn 3x wider than its law;
+    - a p = 1 scalar channel's protocol g_out is its kernel g_out_scalar, bit for bit.
+
+    `n_seq` sequences are drawn (default 20,000; 1,000 with tokens; 4,000 for a p >= 3 quadrature: 5 s.e.
+    stay well below a wrong g's O(1) error). Returns the rows; raises `AssertionError` with the table when
+    one fails, unless ``strict=False``."""
+    from seqphase.core.channel import ScalarChannel
+
+    rng = np.random.default_rng(seed)
+    p, T = channel.p, channel.tokens
+    if n_seq is None:
+        n_seq = 1000 if T > 1 else (4000 if p >= 3 and not exact else 20000)
+    y, omega, V = _protocol_draw(channel, n_seq, rng, _overlap(p))
+    g, dg = channel.g_out(y, omega, V)
+    n = y.shape[0]
+    rows = [Row("shapes g (n, p), dg (n, p, p): 0 when they hold", float(g.shape != (n, p) or dg.shape != (n, p, p)),
+                0.0),
+            Row("finite g, dg at the Bayes-optimal point, non-finite count",
+                float(np.sum(~np.isfinite(g)) + np.sum(~np.isfinite(dg))), 0.0)]
+    terms = g[:, :, None] * g[:, None, :] + dg
+    per_seq = terms.reshape(n // T, T, p, p).sum(1)
+    mean = per_seq.mean(0) / T
+    sem = per_seq.std(0, ddof=1) / np.sqrt(per_seq.shape[0]) / T
+    rows.append(Row("nishimori E[g g^T + dg] = 0, max |mean| / (s.e. + 1e-12)",
+                    float(np.max(np.abs(mean) / (sem + 1e-12))), MC_SIGMAS))
+
+    sub = np.arange(min(n, 40 * T))
+    ys, omegas, dgs = y[sub], omega[sub], dg[sub]
+    errors = []
+    for t in range(T):
+        mine = sub % T == t
+        for j in range(p):
+            h = 1e-5 * np.sqrt(V[j, j])
+            step = np.zeros_like(omegas)
+            step[mine, j] = h
+            fd = (channel.g_out(ys, omegas + step, V)[0] - channel.g_out(ys, omegas - step, V)[0]) / (2 * h)
+            scale = np.abs(dgs[mine]).max(axis=(1, 2)) + 1.0 / V[j, j]
+            errors.append(np.abs(fd[mine] - dgs[mine][:, :, j]).max(axis=1) / scale)
+    errors = np.concatenate(errors)
+    if exact:
+        rows.append(Row("jacobian dg = d g / d omega (finite differences), max relative", float(errors.max()), 1e-6))
+    else:
+        rows.append(Row("jacobian dg = d g / d omega (finite differences), median relative",
+                        float(np.median(errors)), 1e-4))
+        rows.append(Row("jacobian: fraction of samples beyond 1e-2 relative", float(np.mean(errors > 1e-2)), 0.05))
+
+    worst = 0.0
+    for s in range(4):
+        rows_s = slice(s * T, (s + 1) * T)
+        g1, dg1 = channel.g_out(y[rows_s], omega[rows_s], V)
+        for mine, whole in ((g1, g[rows_s]), (dg1, dg[rows_s])):
+            worst = max(worst, float(np.max(np.abs(mine - whole) / (1e-2 + np.abs(whole)))))
+    rows.append(Row("a batch equals its sequences one by one, max relative difference", worst, 1e-10))
+
+    edge_rng = np.random.default_rng(11)
+    ye, oe, Ve = _protocol_draw(channel, 50, edge_rng, 0.95 * np.eye(p), scale=3.0)
+    ge, dge = channel.g_out(ye, oe, Ve)
+    rows.append(Row("finite g, dg at a narrow cavity (V = 0.05 I), omega 3x wide, non-finite count",
+                    float(np.sum(~np.isfinite(ge)) + np.sum(~np.isfinite(dge))), 0.0))
+
+    if isinstance(channel, ScalarChannel):
+        kernel_rng = np.random.default_rng(3)
+        om = 0.6 * kernel_rng.standard_normal(500)
+        yk = channel.sample(om + 0.5 * kernel_rng.standard_normal(500), kernel_rng)
+        gk, dgk = channel.g_out_scalar(yk, om, 0.25)
+        G, DG = channel.g_out(yk, om[:, None], np.full((1, 1), 0.25))
+        same = np.array_equal(G[:, 0], gk) and np.array_equal(DG[:, 0, 0], dgk)
+        rows.append(Row("p = 1: the protocol g_out is the kernel g_out_scalar; 0 when identical", float(not same), 0.0))
+    return _finish(rows, strict, repr(channel))
+
+
+__all__ = ["Row", "SE_RANGE", "SNR_RANGE", "check_channel_protocol", "check_likelihood", "check_prior",
+           "likelihood_rows", "prior_rows", "table"]
