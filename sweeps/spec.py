@@ -33,13 +33,9 @@ from pathlib import Path
 
 import numpy as np
 
-try:  # Python >= 3.11
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover
-    import tomli as tomllib
-
 from seqphase.core.errors import ParameterError, SpecError
 from seqphase.core.models import LIST_KINDS, canonical_float, get_model
+from seqphase.results.safe_io import read_toml
 from seqphase.sweeps.limits import check_count, grid_size
 
 TOP_LEVEL_KEYS = {"name", "title", "description", "reference", "model", "seed", "params", "method", "plot"}
@@ -92,11 +88,7 @@ def load_sweep(name_or_path, overrides=(), rename=None):
     elif not (path.suffix == ".toml" and path.is_file()):
         raise SpecError("SWEEP", f"no shipped sweep or spec file named {name_or_path!r}",
                         "run `seqphase list` for the shipped names, or give a path to a .toml file")
-    text = path.read_text()
-    try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise SpecError(str(path), f"malformed TOML: {exc}", "fix the syntax of the spec file")
+    text, raw = read_toml(path, SpecError, "fix the syntax of the spec file")
     return parse_sweep(raw, source=str(path), text=text, overrides=overrides, rename=rename)
 
 
