@@ -322,7 +322,7 @@ def _duration(text, key, source):
 
         try:
             seconds = parse_timedelta(text.replace(" ", ""), default="s")
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, IndexError):  # (IndexError: dask's answer to "")
             seconds = None
         if seconds is None:  # "3h40m"
             parts = re.findall(r"(\d+(?:\.\d+)?)\s*([dhms])", text)

@@ -258,7 +258,7 @@ class SweepGroup:
                 raise StoreError(str(meta_file), f"corrupted sweep group metadata ({_short(exc)})",
                                  _restore_fix(meta_file, where)) from None
         attrs = self.group.attrs.asdict()
-        for key in ("seqphase_sweep", "point_dims", "identity", "variables"):
+        for key in ("seqphase_sweep", "model", "method", "point_dims", "identity", "variables"):
             if key not in attrs:
                 raise StoreError(where, f"not a seqphase sweep group (missing attribute {key!r})",
                                  "choose another --name or --store; nothing was written")
@@ -268,6 +268,7 @@ class SweepGroup:
         self.variables = _attr_names(attrs, "variables", where)
         _check_runs(attrs.get("runs", []), where)
         _check_json_attrs(attrs, where)
+        _check_attr_types(attrs, where)
         self.manifest = Manifest.load(self.folder, attrs)  # None: written before manifests (or by no run yet)
         self.lost = set()  # arrays whose folder is gone (the manifest knows their metadata and chunks)
         self.arrays = {}
@@ -282,18 +283,22 @@ class SweepGroup:
             self.arrays[array] = _open_array(self.group, array, self.folder, where)
         self._check_coordinates(where)
         _check_sizes(self.arrays, self.dims, where)
+        _check_dimension_names(self.arrays, self.dims, where)
         self.extra = _extra_coordinates(self.group, self.folder, self.arrays, self.dims, where)
         if repair:
             self._repair_interrupted_extension()
         self.coords = {}
-        for d in self.dims:
+        for d in self.dims + sorted(self.extra):  # (the method's own coordinates too: readers label rows by them)
             try:
                 with _quiet():
-                    self.coords[d] = self.arrays[d][:]
+                    values = self.arrays[d][:] if d in self.dims else self.extra[d][:]
             except Exception as exc:  # a damaged coordinate chunk: the grid itself is unknown
                 raise StoreError(f"{where}/{d}", f"damaged coordinate data ({_short(exc)})",
                                  f"restore {self.folder / d} from a copy, or move {where} aside and rerun "
                                  "the sweep; nothing was written") from None
+            if d not in self.dims:
+                continue
+            self.coords[d] = values
             if not repair and _valid_length(self.coords[d]) < len(self.coords[d]):
                 raise StoreError(where, f"its grid is being extended (coordinate {d!r} ends in unwritten values): "
                                  "a run is under way, or one was interrupted", f"wait for the run to end, or rerun "
@@ -658,8 +663,9 @@ _ATTR_FIX = "restore the group's zarr.json from a copy, or move the group aside;
 def _attr_names(attrs, key, where):
     """The group attribute `key` as a list of array names, each a plain file name (StoreError otherwise)."""
     value = attrs[key]
-    if not isinstance(value, list) or not all(isinstance(v, str) and _ARRAY_NAME.fullmatch(v) and v not in (".", "..")
-                                              for v in value) or len(set(value)) != len(value):
+    names = isinstance(value, list) and all(isinstance(v, str) and _ARRAY_NAME.fullmatch(v) and v not in (".", "..")
+                                            for v in value) and len(set(value)) == len(value)
+    if not names or (key == "point_dims" and not value):  # (a grid has a dim: every model parameter is one)
         raise StoreError(where, f"corrupted sweep group (attribute {key!r} is not a list of array names)",
                          _ATTR_FIX)
     return list(value)
@@ -693,6 +699,22 @@ def _check_json_attrs(attrs, where):
                 if role.endswith("_sweep") and not _valid_name(name):
                     raise StoreError(where, f"corrupted sweep group (attribute 'plot': {role} = {name!r} is not a "
                                      "sweep name)", _ATTR_FIX)
+
+
+#: the type of each attribute that commands read, when present
+_ATTR_TYPES = {"seqphase_sweep": str, "model": str, "method": str, "title": str, "description": str, "reference": str,
+               "spec": str, "spec_source": str, "identity": dict, "identity_hash": str, "algorithm_version": str,
+               "created_at": str, "updated_at": str, "provenance": dict, "seed": int}
+
+
+def _check_attr_types(attrs, where):
+    """StoreError unless each attribute of _ATTR_TYPES present has its type."""
+    for key, kind in _ATTR_TYPES.items():
+        if key in attrs and (not isinstance(attrs[key], kind) or isinstance(attrs[key], bool)):
+            raise StoreError(where, f"corrupted sweep group (attribute {key!r} is not {_TYPE_NAMES[kind]})", _ATTR_FIX)
+
+
+_TYPE_NAMES = {str: "a string", dict: "an object", int: "an integer"}
 
 
 def _attr_int(attrs, key, default, where):
@@ -784,6 +806,17 @@ def _check_sizes(arrays, dims, where):
                              f"{MAX_POINTS:,} points a sweep may hold", fix)
 
 
+def _check_dimension_names(arrays, dims, where):
+    """StoreError unless each coordinate is labelled by its own dim and every other array by the grid's dims
+    first (then its own): what xarray builds the Dataset from."""
+    for name, arr in arrays.items():
+        names = tuple(getattr(arr.metadata, "dimension_names", None) or ())
+        wanted = (name,) if name in dims else tuple(dims)
+        if names[:len(wanted)] != wanted or (name in dims and len(names) != 1):
+            raise StoreError(f"{where}/{name}", f"corrupted array metadata (dimension_names {list(names)}, expected "
+                             f"{list(wanted)} first)", _GROUP_FIX)
+
+
 def _restore_fix(meta_file, where):
     return (f"restore {meta_file} from a copy, or move {where} aside and rerun the sweep to recompute it; "
             "nothing was written")
@@ -804,7 +837,13 @@ def _parse_metadata(meta_file, where):
 
 def _open_array(group, name, folder, where):
     meta_file = folder / name / "zarr.json"
-    _parse_metadata(meta_file, where)
+    meta = _parse_metadata(meta_file, where)
+    shape, names = meta.get("shape"), meta.get("dimension_names")
+    # what xarray needs to label the array: a name for each dim, and attributes that are an object
+    if not isinstance(meta.get("attributes", {}), dict) or not isinstance(shape, list) or not isinstance(names, list) \
+            or len(names) != len(shape) or not all(isinstance(n, str) for n in names):
+        raise StoreError(str(meta_file), "corrupted array metadata (its shape, dimension_names or attributes are "
+                         "not what seqphase writes)", _restore_fix(meta_file, where))
     try:
         with _quiet():
             arr = group[name]

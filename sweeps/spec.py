@@ -126,6 +126,9 @@ def parse_sweep(raw, source="<spec>", text="", overrides=(), rename=None):
         raw_params = dict(raw["params"])
         model = model.specialise(method, _plugin_values(model, raw_params, overrides))
         raw_settings, raw_params = _apply_overrides(model, method, raw_settings, raw_params, overrides)
+        for key, value in [(f"params.{k}", v) for k, v in raw_params.items()] + \
+                          [(f"method.{k}", v) for k, v in raw_settings.items()]:
+            _refuse_infinite(value, key)
         setting_axes = _setting_axes(model, method, raw_settings)
         settings = model.check_settings(method, {**raw_settings, **{k: v[0] for k, v in setting_axes.items()}})
         _check_layout_fixed(model, method, settings, setting_axes)
@@ -240,6 +243,20 @@ def expand_values(value, where):
         check_count(len(value), where, "values")
         return list(value)
     return [value]
+
+
+def _refuse_infinite(value, where):
+    """SpecError for an infinite number anywhere in a parameter's or setting's value ("1e400" reads as one):
+    no parameter or setting takes one, and integer settings could not even compare with it."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float) and item in (float("inf"), float("-inf")):
+            raise SpecError(where, f"{value!r} holds an infinite number", "give finite numbers")
+        if isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
 
 
 def _parse_cli_value(text):
