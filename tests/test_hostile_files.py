@@ -268,6 +268,23 @@ def test_working_folder_modules_never_run_from_read_only_commands(base, tmp_path
     assert digest(case / "s.zarr") == before
 
 
+def test_a_store_path_that_is_a_link_is_followed(base, tmp_path, capsys):  # noqa: F811
+    """Links are refused below the store's folder; the --store path itself is yours and may be one."""
+    from seqphase.cli import main
+
+    shutil.copytree(base, tmp_path / "case", symlinks=True)
+    (tmp_path / "link.zarr").symlink_to(tmp_path / "case" / "s.zarr")
+    assert main(["status", "toy", "--store", str(tmp_path / "link.zarr")]) == 0
+
+
+def test_an_infinite_number_is_refused(capsys):
+    from seqphase.core.errors import SpecError
+    from seqphase.sweeps.spec import load_sweep
+
+    with pytest.raises(SpecError, match="infinite"):
+        load_sweep("glm-perceptron-se", overrides=["method.max_iter=1e400"])
+
+
 # -- specs and profiles ----------------------------------------------------------------------------------
 SPEC_CASES = {
     "not-utf-8": (lambda path: path.write_bytes(path.read_bytes() + b"# \xff\xfe\n"), ("UTF-8",)),
