@@ -7,6 +7,10 @@ chunk and its directory entry are on the disk. Because the writer writes a batch
 before its `status` chunk (results/writer.py), a point marked done survives a power loss or a node
 crash, not only a killed driver.
 
+Reads go through `results/safe_io.py` (`_read`): a key's file must be a regular file, with no link below
+the store's root, within the size of a metadata file or a chunk; zarr's own reads of a group are therefore
+as safe as seqphase's.
+
 The store also journals what it wrote: for each key its size and the CRC-32C of the whole file, and
 the keys it deleted. The group's manifest (results/manifest.py) is built from that journal.
 
