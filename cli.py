@@ -31,6 +31,10 @@ from seqphase.core.errors import SeqphaseError
 EXIT_BAD_INPUT = 2
 EXIT_FAILED_POINTS = 1
 STDOUT_COMMANDS = ("list", "query", "status", "verify", "submit", "check")  # a closed stdout ends these quietly
+# The commands that compute with a user's own class ("module:Class" in a spec, --set or the check target), so
+# may import it from the working folder. The others only read: a folder next to a store someone handed over
+# may hold a module of theirs, and nothing of it may run.
+USER_CODE_COMMANDS = ("run", "submit", "check", "retry-failed")
 
 
 def build_parser():
@@ -142,7 +146,8 @@ def build_parser():
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    _plugins_from_working_folder()
+    if args.command in USER_CODE_COMMANDS or getattr(args, "import_model", False):
+        _plugins_from_working_folder()
     try:
         return COMMANDS[args.command](args)
     except BrokenPipeError:
@@ -433,7 +438,7 @@ def cmd_migrate(args):
 
 def cmd_plot(args):
     from seqphase.results.plot import plot_sweep
-    from seqphase.results.query import open_results
+    from seqphase.results.query import open_results, open_stored
 
     if not args.output.lower().endswith(".png"):
         raise SeqphaseError("-o", f"{args.output!r} is not a .png file", "write e.g. -o figure.png")
@@ -442,10 +447,11 @@ def cmd_plot(args):
     companions = {}
     for role, name in json.loads(ds.attrs.get("plot", "{}")).items():
         # Companion sweeps drawn beside this one: se_sweep (the dense SE curve), and for the models
-        # that use them thresholds_sweep, gamp_sweep, ... (core/smi/figures.py).
+        # that use them thresholds_sweep, gamp_sweep, ... (core/smi/figures.py). The name comes from the
+        # store: it names another group of the store, never a spec file (opening the group checked it).
         if role.endswith("_sweep") and isinstance(name, str):
             try:
-                companions[role] = open_results(name, args.store)
+                companions[role] = open_stored(name, args.store)
             except SeqphaseError:
                 print(f"seqphase: note: {name} is not in the store; run it to draw its curves ({role}) here",
                       file=sys.stderr)

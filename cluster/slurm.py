@@ -64,13 +64,9 @@ import sys
 import threading
 from pathlib import Path
 
-try:  # Python >= 3.11
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover
-    import tomli as tomllib
-
 from seqphase.cluster.base import WORKER_ENVIRON, Backend, diagnostics_config
 from seqphase.core.errors import ClusterError
+from seqphase.results.safe_io import read_toml
 
 WORKER_JOB_PREFIX = "seqphase-worker"
 DRIVER_JOB_PREFIX = "seqphase-driver"
@@ -182,9 +178,12 @@ class Profile:
             + list(self.job_extra_directives),
             job_directives_skip=list(self.job_directives_skip),
             job_script_prologue=_worker_environ_prologue(dashboard) + list(self.job_script_prologue),
-            worker_extra_args=extra_args, interface=self.interface, local_directory=self.local_directory,
+            # dask-jobqueue puts these two into the worker's command line as they are: quoted here (double
+            # quotes keep the documented $TMPDIR of local_directory; check_sbatch_values refused $( and `)
+            worker_extra_args=extra_args, interface=self.interface,
+            local_directory=f'"{self.local_directory}"' if self.local_directory else None,
             death_timeout=self.death_timeout,
-            python=self.python or sys.executable,
+            python=shlex.quote(self.python or sys.executable),
         )
 
     def summary(self):
@@ -226,14 +225,10 @@ def load_profile(path=None, *, jobs=None, partition=None, walltime=None):
     if path is not None:
         source = str(path)
         try:
-            text = Path(path).read_text()
+            _, raw = read_toml(path, ClusterError, "fix the syntax of the profile")
         except OSError as exc:
             raise ClusterError("--profile", f"cannot read {path} ({exc.strerror or exc})",
                                "give the path of a SLURM profile .toml (see docs/howto/slurm.md)")
-        try:
-            raw = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise ClusterError(source, f"malformed TOML: {exc}", "fix the syntax of the profile")
     driver_raw = raw.pop("driver", {})
     if not isinstance(driver_raw, dict):
         raise ClusterError(f"{source}: driver", "must be a table", "write [driver] followed by its keys")
@@ -304,7 +299,7 @@ def parse_slurm_time(text):
     text = str(text).strip()
     if text.upper() in ("UNLIMITED", "INFINITE", "-1"):
         return float("inf")
-    m = _SLURM_TIME.match(text)
+    m = _SLURM_TIME.fullmatch(text)
     if not m:
         return None
     days, a, b, c = m.groups()
@@ -327,7 +322,7 @@ def _duration(text, key, source):
 
         try:
             seconds = parse_timedelta(text.replace(" ", ""), default="s")
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, IndexError):  # (IndexError: dask's answer to "")
             seconds = None
         if seconds is None:  # "3h40m"
             parts = re.findall(r"(\d+(?:\.\d+)?)\s*([dhms])", text)
@@ -400,20 +395,47 @@ def sbatch_path(path, where):
     return '"' + sbatch_value(path, where) + '"'
 
 
+#: SLURM's memory sizes, in the units dask-jobqueue converts to --mem: "16GB", "4G", "1500MB", "2GiB"
+_MEMORY = re.compile(r"[0-9]+(\.[0-9]+)?\s*([KMGTP]i?B?|B)?", re.IGNORECASE)
+#: network interface names (--interface)
+_INTERFACE = re.compile(r"[A-Za-z0-9_.:@-]{1,64}")
+#: what the shell would run inside a value: command substitution (`$(...)`, `$((...))`, backticks)
+_SUBSTITUTION = re.compile(r"\$\(|`")
+
+
+def _check_syntax(where, key, value):
+    """ClusterError unless a value has SLURM's syntax for its key: a time limit, a memory size, an interface
+    name; and no value (a path above all) holds a command substitution."""
+    text = str(value)
+    if _SUBSTITUTION.search(text):
+        raise ClusterError(where, f"{text!r} holds a command substitution ($(...) or `...`)",
+                           "write the value itself; a job script runs no command found in a profile value")
+    if key == "walltime" and parse_slurm_time(text) is None:
+        raise ClusterError(where, f"cannot read {text!r} as a SLURM time",
+                           "write e.g. \"04:00:00\", \"90\" (minutes), \"1-12:00:00\" or \"UNLIMITED\"")
+    if key == "memory" and not _MEMORY.fullmatch(text.strip()):
+        raise ClusterError(where, f"cannot read {text!r} as a memory size", 'write e.g. "16GB", "4G" or "1500MB"')
+    if key == "interface" and not _INTERFACE.fullmatch(text):
+        raise ClusterError(where, f"{text!r} is not a network interface name", 'write e.g. "ib0" or "eth0"')
+
+
 def check_sbatch_values(profile):
-    """Every value of the profile that reaches a job script, checked before any script is written."""
+    """Every value of the profile that reaches a job script, checked before any script is written: no control
+    character or double quote, SLURM's own syntax (partition and account names, time limits, memory sizes),
+    no command substitution; each directive an sbatch option."""
     source = profile.source
     for key in ("partition", "account"):
         for prefix, owner in (("", profile), ("driver.", profile.driver)):
             if getattr(owner, key) is not None:
                 sbatch_value(getattr(owner, key), f"{source}: {prefix}{key}", name=True)
     for key in ("memory", "walltime", "lifetime", "lifetime_stagger", "interface", "local_directory",
-                "log_directory", "python"):
+                "log_directory", "credentials_directory", "python"):
         if getattr(profile, key) is not None:
-            sbatch_value(getattr(profile, key), f"{source}: {key}")
+            _check_syntax(f"{source}: {key}", key, sbatch_value(getattr(profile, key), f"{source}: {key}"))
     for key in ("memory", "walltime"):
         if getattr(profile.driver, key) is not None:
-            sbatch_value(getattr(profile.driver, key), f"{source}: driver.{key}")
+            where = f"{source}: driver.{key}"
+            _check_syntax(where, key, sbatch_value(getattr(profile.driver, key), where))
     for key, items in (("job_extra_directives", profile.job_extra_directives),
                        ("job_directives_skip", profile.job_directives_skip),
                        ("job_script_prologue", profile.job_script_prologue),
@@ -424,6 +446,9 @@ def check_sbatch_values(profile):
             if _CONTROL.search(item):
                 raise ClusterError(f"{source}: {key}", f"{item!r} holds a control character (newline, tab, ...)",
                                    "one directive per entry, on one line")
+            if key.endswith("job_extra_directives") and not item.startswith("-"):
+                raise ClusterError(f"{source}: {key}", f"{item!r} is not an sbatch option",
+                                   'write each as sbatch takes it, e.g. "--qos=normal"')
 
 
 def driver_job_script(profile, command, job_name, log_directory, cwd):

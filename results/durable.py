@@ -7,6 +7,10 @@ chunk and its directory entry are on the disk. Because the writer writes a batch
 before its `status` chunk (results/writer.py), a point marked done survives a power loss or a node
 crash, not only a killed driver.
 
+Reads go through `results/safe_io.py` (`_read`): a key's file must be a regular file, with no link below
+the store's root, within the size of a metadata file or a chunk; zarr's own reads of a group are therefore
+as safe as seqphase's.
+
 The store also journals what it wrote: for each key its size and the CRC-32C of the whole file, and
 the keys it deleted. The group's manifest (results/manifest.py) is built from that journal.
 
@@ -127,6 +131,45 @@ class DurableStore(LocalStore):
         return written, deleted
 
     # -- zarr's Store interface -------------------------------------------------------------------
+    def _read(self, key, prototype, byte_range):
+        """The bytes of `key` through `safe_io.read_bytes` (a regular file, no link below the root, within
+        the size of its kind); None where zarr expects it: no such file, or a folder on its path is a file
+        (a stray file in a group's folder that zarr asks for `NAME/zarr.json`)."""
+        from zarr.core.buffer import default_buffer_prototype
+        from zarr.abc.store import OffsetByteRequest, RangeByteRequest, SuffixByteRequest
+
+        from seqphase.core.errors import StoreError
+        from seqphase.results.safe_io import read_bytes
+
+        path = self.root / key
+        try:
+            data = read_bytes(path, "metadata" if key.rsplit("/", 1)[-1] == "zarr.json" else "chunk", below=self.root)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except StoreError:
+            if any(p.is_file() and not p.is_symlink() for p in path.parents if self.root in p.parents):
+                return None
+            raise
+        if isinstance(byte_range, RangeByteRequest):
+            data = data[byte_range.start:byte_range.end]
+        elif isinstance(byte_range, OffsetByteRequest):
+            data = data[byte_range.offset:]
+        elif isinstance(byte_range, SuffixByteRequest):
+            data = data[max(0, len(data) - byte_range.suffix):]
+        return (prototype or default_buffer_prototype()).buffer.from_bytes(data)
+
+    async def get(self, key, prototype=None, byte_range=None):
+        if not self._is_open:
+            await self._open()
+        return await asyncio.to_thread(self._read, key, prototype, byte_range)
+
+    def get_sync(self, key, *, prototype=None, byte_range=None):
+        self._ensure_open_sync()
+        return self._read(key, prototype, byte_range)
+
+    async def get_partial_values(self, prototype, key_ranges):
+        return [await self.get(key, prototype, byte_range) for key, byte_range in key_ranges]
+
     async def _set(self, key, value, exclusive=False):
         if not self._is_open:
             await self._open()

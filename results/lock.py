@@ -69,15 +69,20 @@ def pid_alive(pid):
 
 def read_holder(path):
     """What the lock file says: a dict (JSON of a current lock, or {'legacy': True, ...} for an older
-    seqphase's text), {} if it cannot be parsed (being written), None if there is no lock file."""
+    seqphase's text), {} if it cannot be parsed (being written), None if there is no lock file. StoreError
+    when it is no regular file or larger than a lock can be (a FIFO, /dev/zero behind a link): `safe_io`."""
+    from seqphase.results.safe_io import loads_json, read_bytes
+
+    path = Path(path)
+    fix = f"if no seqphase driver is running on this store, delete {path}"
     try:
-        text = Path(path).read_text()
+        text = read_bytes(path, "lock", below=path.parent, fix=fix).decode("utf-8", errors="replace")
     except FileNotFoundError:
         return None
     except OSError:
         return {}
     try:
-        info = json.loads(text)
+        info = loads_json(text)
         return info if isinstance(info, dict) else {}
     except ValueError:
         pass

@@ -32,6 +32,7 @@ import re
 from pathlib import Path
 
 from seqphase.core.errors import StoreError
+from seqphase.results.safe_io import loads_json, read_bytes, read_text
 
 FORMAT = 1
 
@@ -90,12 +91,12 @@ class Manifest:
     def load(cls, folder, attrs):
         """The group's manifest, or None (none written yet, or one left by another group of that name)."""
         path = manifest_path(folder)
-        try:
-            text = path.read_text()
+        try:  # a regular file within its size; no link from the store's folder down (`safe_io`)
+            text = read_text(path, "manifest", below=Path(folder).parent)
         except FileNotFoundError:
             return None
         try:
-            data = json.loads(text)
+            data = loads_json(text)
             if not isinstance(data, dict) or data.get("format") != FORMAT:
                 raise ValueError("not a seqphase manifest")
             _check_entries(data["chunks"], data["metadata"])
@@ -146,7 +147,7 @@ class Manifest:
             parts = rel.split("/")
             if len(parts) == 2 and parts[1] == "zarr.json" and meta is not None:
                 try:
-                    parsed = json.loads(bytes(meta))
+                    parsed = loads_json(bytes(meta))
                 except ValueError:
                     continue
                 if isinstance(parsed, dict) and parsed.get("node_type") == "array":
@@ -180,7 +181,7 @@ class Manifest:
                 entry = self.chunks.get(key)
                 if entry is not None and entry[0] == size:
                     continue
-                self.chunks[key] = [size, crc32c(file.read_bytes())]
+                self.chunks[key] = [size, crc32c(read_bytes(file, "chunk", below=self.folder))]
                 changed += 1
         return changed
 
@@ -188,6 +189,7 @@ class Manifest:
         """Copy the arrays' zarr.json into the manifest (a manifest started on an existing group)."""
         for array in arrays:
             try:
-                self.metadata[array] = json.loads((self.folder / array / "zarr.json").read_text())
-            except (OSError, ValueError):
+                self.metadata[array] = loads_json(read_text(self.folder / array / "zarr.json", "metadata",
+                                                            below=self.folder))
+            except (OSError, ValueError, StoreError):
                 continue

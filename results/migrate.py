@@ -19,6 +19,7 @@ import numpy as np
 
 from seqphase.results.conventions import _write_json, long_name, old_names
 from seqphase.results.manifest import Manifest, manifest_path
+from seqphase.results.safe_io import loads_json, read_text
 from seqphase.results.store import (LAYOUT, LEDGER, NOT_REQUESTED, PENDING, SweepGroup, _quiet, codecs,
                                     grid_chunks)
 
@@ -117,7 +118,7 @@ def migrate_names(store, name):
     for old, new in stale:
         os.rename(group.folder / old, group.folder / new)
         meta_file = group.folder / new / "zarr.json"
-        meta = json.loads(meta_file.read_text())
+        meta = loads_json(read_text(meta_file, "metadata", below=group.folder))
         attrs = meta.setdefault("attributes", {})
         attrs.setdefault("long_name", long_name(attrs.get("doc", new)))
         attrs.setdefault("units", "1")

@@ -150,8 +150,11 @@ def encode(kept):
 
 def decode(path):
     """The Kept of a file written by `encode`; ValueError for anything else (nothing in it is executed)."""
-    size = os.path.getsize(path)
-    with zipfile.ZipFile(path) as archive:
+    from seqphase.results.safe_io import read_bytes
+
+    data = read_bytes(path, "work", below=Path(path).parent)
+    size = len(data)
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
         infos = archive.infolist()
         names = {info.filename for info in infos}
         if len(names) != len(infos) or "tree.npy" not in names or "sha256.npy" not in names:
@@ -161,7 +164,7 @@ def decode(path):
             if (not info.filename.endswith(".npy") or info.compress_type != zipfile.ZIP_STORED
                     or info.file_size > size or not (stem in ("tree", "sha256") or _MEMBER.fullmatch(stem))):
                 raise ValueError(f"unexpected member {info.filename!r}")
-    with np.load(path, allow_pickle=False) as npz:
+    with np.load(io.BytesIO(data), allow_pickle=False) as npz:
         members = {name: npz[name] for name in npz.files}
     tree_bytes = members.pop("tree").tobytes()
     digest = members.pop("sha256").tobytes().decode("ascii")

@@ -41,7 +41,8 @@ BLOCK_ROWS = 16_384  # rows of the table read and written at a time by write_tab
 
 
 def sweep_name(sweep):
-    """A sweep is named by its shipped name, its stored name, or the path of its spec file."""
+    """A sweep is named by its shipped name, its stored name, or the path of its spec file. Only for a name
+    the user typed: a value read from a store is a name, never a path (`open_stored`)."""
     if sweep.endswith(".toml") and Path(sweep).is_file():
         from seqphase.sweeps.spec import load_sweep
 
@@ -54,7 +55,13 @@ def open_results(sweep, store=None, lazy=False):
 
     Phase-diagram results are small, so they are loaded into memory unless `lazy` (then the
     variables are dask arrays backed by the store). `seqphase.open_results` documents the parameters."""
-    group = Store(store).open_sweep(sweep_name(sweep))
+    return open_stored(sweep_name(sweep), store, lazy)
+
+
+def open_stored(name, store=None, lazy=False):
+    """`open_results` of the group stored under the sweep name `name`: no spec file is read, so a name found
+    in a store (a `[plot]` companion) can only name another group of that store."""
+    group = Store(store).open_sweep(name)
     ds = current_dataset(_open_dataset(group, chunks="auto" if lazy else None))
     if lazy:
         return ds
@@ -64,16 +71,19 @@ def open_results(sweep, store=None, lazy=False):
 def _open_dataset(group, chunks=None):
     """The group as a lazy Dataset, grid dims sorted. It is read from each array's own metadata, the files
     that opening the group checked (names, sizes, links), never from a consolidated copy that could declare
-    something else; folders of the group that are not its arrays are left out unread. Opened at the group's folder, not through the root: a group that the root's consolidated
-    metadata does not list (copied in from another store) opened through the root raised a bare KeyError."""
+    something else; folders of the group that are not its arrays are left out unread. The root's consolidated
+    metadata is not used either: a group copied in from another store is not listed there."""
     import xarray as xr
+
+    from seqphase.results.durable import DurableStore
 
     with _quiet():
         warnings.filterwarnings("ignore", message=".*Failed to open Zarr store with consolidated metadata.*")
         known = set(group.arrays) | set(group.extra)  # anything else in the folder is not read at all
         others = [p.name for p in group.folder.iterdir() if p.is_dir() and p.name not in known]
-        ds = xr.open_zarr(str(group.store.path / group.name), chunks=chunks, consolidated=False,
-                          drop_variables=others)
+        # read-only, and every file through safe_io (no link, no special file, sizes capped)
+        ds = xr.open_zarr(DurableStore(group.store.path, read_only=True), group=group.name, chunks=chunks,
+                          consolidated=False, drop_variables=others)
     for dim in group.dims:
         if ds.sizes[dim] > 1:
             ds = ds.sortby(dim)

@@ -41,6 +41,7 @@ import numpy as np
 
 from seqphase.core.errors import StoreError
 from seqphase.results.conventions import coordinate_attrs, ledger_attrs, variable_attrs
+from seqphase.results.safe_io import loads_json, read_text, refuse_special
 from seqphase.results.schema import (  # noqa: F401  (re-exported: the store's public names)
     CHUNK_BYTES, CHUNK_POINTS, DEFAULT_STORE, DONE, ERROR_WIDTH, FAILED, LAYOUT, LEDGER, NOT_REQUESTED, PENDING,
     STATUS_NAMES, STORE_FORMAT, _quiet, _short, codecs, default_store, now_iso)
@@ -113,12 +114,12 @@ class Store:
             raise StoreError(str(self.path), "is a non-empty directory that is not a zarr store",
                              "choose another --store path; nothing was written")
         try:
-            meta = json.loads(root_meta.read_text())
+            meta = loads_json(read_text(root_meta, "metadata", below=self.path))
         except (OSError, ValueError) as exc:
-            raise StoreError(str(self.path), f"corrupted store metadata ({exc})",
+            raise StoreError(str(self.path), f"corrupted store metadata ({_short(exc)})",
                              "restore the store from a copy or choose another --store path; nothing was written")
         attrs = meta.get("attributes", {}) if isinstance(meta, dict) else {}
-        if meta.get("node_type") != "group" or "seqphase_store_format" not in attrs:
+        if not isinstance(attrs, dict) or meta.get("node_type") != "group" or "seqphase_store_format" not in attrs:
             raise StoreError(str(self.path), "is a zarr store written by something else (no seqphase_store_format)",
                              "choose another --store path; nothing was written")
         found = attrs["seqphase_store_format"]
@@ -162,11 +163,14 @@ class Store:
         '' or the reason it could not (another group's metadata is broken: reported, not fatal)."""
         import zarr
 
+        from seqphase.results.durable import DurableStore
+
+        zstore = DurableStore(self.path)  # other groups are read too: through safe_io, like every read
         try:
             with _quiet():
                 for name in self.sweep_names():  # each group's own zarr.json (xr.open_zarr(store/NAME))
-                    zarr.consolidate_metadata(str(self.path), path=name, zarr_format=3)
-                zarr.consolidate_metadata(str(self.path), zarr_format=3)  # xr.open_zarr(store, group=NAME)
+                    zarr.consolidate_metadata(zstore, path=name, zarr_format=3)
+                zarr.consolidate_metadata(zstore, zarr_format=3)  # xr.open_zarr(store, group=NAME)
         except Exception as exc:  # noqa: BLE001 -- a broken group elsewhere must not fail this run
             return f"{type(exc).__name__}: {exc}"
         return ""
@@ -243,6 +247,7 @@ class SweepGroup:
         migrating = name.startswith(".") and name.endswith(".migrating")  # `seqphase migrate`: .NAME.migrating
         check_name(name[1:-len(".migrating")] if migrating else name)
         meta_file = self.folder / "zarr.json"
+        refuse_special(self.folder, where)  # links and special files anywhere in the group: nothing is opened
         _parse_metadata(meta_file, where)
         self.zstore = DurableStore(store.path)  # durable, journaled writes (results/durable.py)
         with _quiet():
@@ -253,7 +258,7 @@ class SweepGroup:
                 raise StoreError(str(meta_file), f"corrupted sweep group metadata ({_short(exc)})",
                                  _restore_fix(meta_file, where)) from None
         attrs = self.group.attrs.asdict()
-        for key in ("seqphase_sweep", "point_dims", "identity", "variables"):
+        for key in ("seqphase_sweep", "model", "method", "point_dims", "identity", "variables"):
             if key not in attrs:
                 raise StoreError(where, f"not a seqphase sweep group (missing attribute {key!r})",
                                  "choose another --name or --store; nothing was written")
@@ -263,7 +268,7 @@ class SweepGroup:
         self.variables = _attr_names(attrs, "variables", where)
         _check_runs(attrs.get("runs", []), where)
         _check_json_attrs(attrs, where)
-        _refuse_linked_folders(self.folder, self.dims + list(LEDGER) + self.variables, where)
+        _check_attr_types(attrs, where)
         self.manifest = Manifest.load(self.folder, attrs)  # None: written before manifests (or by no run yet)
         self.lost = set()  # arrays whose folder is gone (the manifest knows their metadata and chunks)
         self.arrays = {}
@@ -278,18 +283,22 @@ class SweepGroup:
             self.arrays[array] = _open_array(self.group, array, self.folder, where)
         self._check_coordinates(where)
         _check_sizes(self.arrays, self.dims, where)
+        _check_dimension_names(self.arrays, self.dims, where)
         self.extra = _extra_coordinates(self.group, self.folder, self.arrays, self.dims, where)
         if repair:
             self._repair_interrupted_extension()
         self.coords = {}
-        for d in self.dims:
+        for d in self.dims + sorted(self.extra):  # (the method's own coordinates too: readers label rows by them)
             try:
                 with _quiet():
-                    self.coords[d] = self.arrays[d][:]
+                    values = self.arrays[d][:] if d in self.dims else self.extra[d][:]
             except Exception as exc:  # a damaged coordinate chunk: the grid itself is unknown
                 raise StoreError(f"{where}/{d}", f"damaged coordinate data ({_short(exc)})",
                                  f"restore {self.folder / d} from a copy, or move {where} aside and rerun "
                                  "the sweep; nothing was written") from None
+            if d not in self.dims:
+                continue
+            self.coords[d] = values
             if not repair and _valid_length(self.coords[d]) < len(self.coords[d]):
                 raise StoreError(where, f"its grid is being extended (coordinate {d!r} ends in unwritten values): "
                                  "a run is under way, or one was interrupted", f"wait for the run to end, or rerun "
@@ -654,8 +663,9 @@ _ATTR_FIX = "restore the group's zarr.json from a copy, or move the group aside;
 def _attr_names(attrs, key, where):
     """The group attribute `key` as a list of array names, each a plain file name (StoreError otherwise)."""
     value = attrs[key]
-    if not isinstance(value, list) or not all(isinstance(v, str) and _ARRAY_NAME.fullmatch(v) and v not in (".", "..")
-                                              for v in value) or len(set(value)) != len(value):
+    names = isinstance(value, list) and all(isinstance(v, str) and _ARRAY_NAME.fullmatch(v) and v not in (".", "..")
+                                            for v in value) and len(set(value)) == len(value)
+    if not names or (key == "point_dims" and not value):  # (a grid has a dim: every model parameter is one)
         raise StoreError(where, f"corrupted sweep group (attribute {key!r} is not a list of array names)",
                          _ATTR_FIX)
     return list(value)
@@ -679,11 +689,32 @@ def _check_json_attrs(attrs, where):
         if key not in attrs:
             continue
         try:
-            ok = isinstance(attrs[key], str) and isinstance(json.loads(attrs[key]), dict)
+            value = loads_json(attrs[key]) if isinstance(attrs[key], str) else None
         except ValueError:
-            ok = False
-        if not ok:
+            value = None
+        if not isinstance(value, dict):
             raise StoreError(where, f"corrupted sweep group (attribute {key!r} is not a JSON object)", _ATTR_FIX)
+        if key == "plot":  # companions drawn by `plot`: names of other groups, never paths of spec files
+            for role, name in value.items():
+                if role.endswith("_sweep") and not _valid_name(name):
+                    raise StoreError(where, f"corrupted sweep group (attribute 'plot': {role} = {name!r} is not a "
+                                     "sweep name)", _ATTR_FIX)
+
+
+#: the type of each attribute that commands read, when present
+_ATTR_TYPES = {"seqphase_sweep": str, "model": str, "method": str, "title": str, "description": str, "reference": str,
+               "spec": str, "spec_source": str, "identity": dict, "identity_hash": str, "algorithm_version": str,
+               "created_at": str, "updated_at": str, "provenance": dict, "seed": int}
+
+
+def _check_attr_types(attrs, where):
+    """StoreError unless each attribute of _ATTR_TYPES present has its type."""
+    for key, kind in _ATTR_TYPES.items():
+        if key in attrs and (not isinstance(attrs[key], kind) or isinstance(attrs[key], bool)):
+            raise StoreError(where, f"corrupted sweep group (attribute {key!r} is not {_TYPE_NAMES[kind]})", _ATTR_FIX)
+
+
+_TYPE_NAMES = {str: "a string", dict: "an object", int: "an integer"}
 
 
 def _attr_int(attrs, key, default, where):
@@ -703,34 +734,15 @@ def _refuse_under_file(path):
             return
 
 
-def _link_error(path, where):
-    return StoreError(where, f"{path} is a symbolic link: a run would write where it points, outside the store",
-                      "replace the link by the folder it points to (a copy), or move the group aside; nothing was "
-                      "written")
-
-
-def _refuse_linked_folders(folder, arrays, where):
-    """StoreError when the group's folder or an array's folder is a symbolic link."""
-    for path in [folder] + [folder / a for a in arrays]:
-        if path.is_symlink():
-            raise _link_error(path, where)
-
-
 def refuse_links(store_path, name):
     """Before a run writes: StoreError when anything a run writes under is a symbolic link (a write through
-    it would land outside the store): the group's folder and everything in it, the manifests (.seqphase/)
-    and the kept works (.seqphase-parts/)."""
+    it would land outside the store) or a special file (a FIFO would hang the run that opens it): the
+    group's folder and everything in it, the manifests (.seqphase/) and the kept works (.seqphase-parts/)."""
     from seqphase.results.parts import FOLDER
 
     store_path = Path(store_path)
-    where = f"{store_path}/{name}"
     for top in (store_path / name, store_path / ".seqphase", store_path / FOLDER):
-        if top.is_symlink():
-            raise _link_error(top, where)
-        for root, dirs, files in os.walk(top):
-            for entry in dirs + files:
-                if os.path.islink(os.path.join(root, entry)):
-                    raise _link_error(Path(root) / entry, where)
+        refuse_special(top, f"{store_path}/{name}")
 
 
 def _extra_coordinates(group, folder, arrays, dims, where):
@@ -747,8 +759,6 @@ def _extra_coordinates(group, folder, arrays, dims, where):
     for dim, ns in sorted(lengths.items()):
         if not _ARRAY_NAME.fullmatch(dim) or dim in (".", "..") or len(ns) > 1:
             raise StoreError(where, f"corrupted sweep group (dimension {dim!r} of lengths {sorted(ns)})", fix)
-        if (folder / dim).is_symlink():
-            raise _link_error(folder / dim, where)
         if (folder / dim / "zarr.json").is_file():
             arr = _open_array(group, dim, folder, where)
             if tuple(arr.shape) != (next(iter(ns)),):
@@ -777,6 +787,10 @@ def _check_sizes(arrays, dims, where):
         shape, chunks = tuple(arr.shape), tuple(arr.chunks)
         if len(chunks) != len(shape) or any(int(c) < 1 and int(n) > 0 for n, c in zip(shape, chunks)):
             raise StoreError(f"{where}/{name}", f"corrupted array metadata (chunks {chunks} for shape {shape})", fix)
+        chunk_bytes = math.prod(int(c) for c in chunks) * np.dtype(arr.dtype).itemsize
+        if chunk_bytes > MAX_POINT_BYTES:  # no run writes a chunk larger than the largest point it may hold
+            raise StoreError(f"{where}/{name}", f"declares chunks of {chunk_bytes:,} bytes, more than the "
+                             f"{MAX_POINT_BYTES:,} a chunk may hold", fix)
         count = math.prod(-(-int(n) // int(c)) if int(n) else 0 for n, c in zip(shape, chunks))
         if count > MAX_CHUNKS:
             raise StoreError(f"{where}/{name}", f"declares {count:,} chunks, more than the {MAX_CHUNKS:,} an array "
@@ -792,15 +806,27 @@ def _check_sizes(arrays, dims, where):
                              f"{MAX_POINTS:,} points a sweep may hold", fix)
 
 
+def _check_dimension_names(arrays, dims, where):
+    """StoreError unless each coordinate is labelled by its own dim and every other array by the grid's dims
+    first (then its own): what xarray builds the Dataset from."""
+    for name, arr in arrays.items():
+        names = tuple(getattr(arr.metadata, "dimension_names", None) or ())
+        wanted = (name,) if name in dims else tuple(dims)
+        if names[:len(wanted)] != wanted or (name in dims and len(names) != 1):
+            raise StoreError(f"{where}/{name}", f"corrupted array metadata (dimension_names {list(names)}, expected "
+                             f"{list(wanted)} first)", _GROUP_FIX)
+
+
 def _restore_fix(meta_file, where):
     return (f"restore {meta_file} from a copy, or move {where} aside and rerun the sweep to recompute it; "
             "nothing was written")
 
 
 def _parse_metadata(meta_file, where):
-    """The JSON of a zarr.json, or StoreError naming the file."""
+    """The JSON of a zarr.json (a regular file of at most the metadata size, read without following a
+    link), or StoreError naming the file."""
     try:
-        meta = json.loads(meta_file.read_text())
+        meta = loads_json(read_text(meta_file, "metadata", below=meta_file.parent.parent))
     except (OSError, ValueError) as exc:
         raise StoreError(str(meta_file), f"corrupted metadata, not readable JSON ({_short(exc)})",
                          _restore_fix(meta_file, where)) from None
@@ -811,7 +837,13 @@ def _parse_metadata(meta_file, where):
 
 def _open_array(group, name, folder, where):
     meta_file = folder / name / "zarr.json"
-    _parse_metadata(meta_file, where)
+    meta = _parse_metadata(meta_file, where)
+    shape, names = meta.get("shape"), meta.get("dimension_names")
+    # what xarray needs to label the array: a name for each dim, and attributes that are an object
+    if not isinstance(meta.get("attributes", {}), dict) or not isinstance(shape, list) or not isinstance(names, list) \
+            or len(names) != len(shape) or not all(isinstance(n, str) for n in names):
+        raise StoreError(str(meta_file), "corrupted array metadata (its shape, dimension_names or attributes are "
+                         "not what seqphase writes)", _restore_fix(meta_file, where))
     try:
         with _quiet():
             arr = group[name]
@@ -844,8 +876,8 @@ def _placeholder(meta):
 
 def _drop_consolidated(meta_file):
     try:
-        meta = json.loads(meta_file.read_text())
-    except (OSError, ValueError):
+        meta = loads_json(read_text(meta_file, "metadata", below=meta_file.parent))
+    except (OSError, ValueError, StoreError):
         return
     if isinstance(meta, dict) and "consolidated_metadata" in meta:
         del meta["consolidated_metadata"]

@@ -70,6 +70,7 @@ def checksum_problem(data):
 def find_damage(group, thorough=False, names=None, missing_only=False):
     """Damaged chunks of the group's per-point arrays (and its coordinates when thorough); with
     `missing_only`, only the chunks the manifest lists whose file is gone (no file is read)."""
+    from seqphase.results.safe_io import read_bytes
     from seqphase.results.schema import LEDGER, _quiet, _short
 
     ndim = len(group.dims)
@@ -97,8 +98,8 @@ def find_damage(group, thorough=False, names=None, missing_only=False):
             if not thorough and not fast:
                 continue
             if fast:
-                try:
-                    data = path.read_bytes()
+                try:  # a regular file within the chunk size, no link (safe_io)
+                    data = read_bytes(path, "chunk", below=group.folder)
                 except FileNotFoundError:
                     continue  # never written: all fill values
                 except OSError as exc:

@@ -33,13 +33,9 @@ from pathlib import Path
 
 import numpy as np
 
-try:  # Python >= 3.11
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover
-    import tomli as tomllib
-
 from seqphase.core.errors import ParameterError, SpecError
 from seqphase.core.models import LIST_KINDS, canonical_float, get_model
+from seqphase.results.safe_io import read_toml
 from seqphase.sweeps.limits import check_count, grid_size
 
 TOP_LEVEL_KEYS = {"name", "title", "description", "reference", "model", "seed", "params", "method", "plot"}
@@ -92,11 +88,7 @@ def load_sweep(name_or_path, overrides=(), rename=None):
     elif not (path.suffix == ".toml" and path.is_file()):
         raise SpecError("SWEEP", f"no shipped sweep or spec file named {name_or_path!r}",
                         "run `seqphase list` for the shipped names, or give a path to a .toml file")
-    text = path.read_text()
-    try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise SpecError(str(path), f"malformed TOML: {exc}", "fix the syntax of the spec file")
+    text, raw = read_toml(path, SpecError, "fix the syntax of the spec file")
     return parse_sweep(raw, source=str(path), text=text, overrides=overrides, rename=rename)
 
 
@@ -134,6 +126,9 @@ def parse_sweep(raw, source="<spec>", text="", overrides=(), rename=None):
         raw_params = dict(raw["params"])
         model = model.specialise(method, _plugin_values(model, raw_params, overrides))
         raw_settings, raw_params = _apply_overrides(model, method, raw_settings, raw_params, overrides)
+        for key, value in [(f"params.{k}", v) for k, v in raw_params.items()] + \
+                          [(f"method.{k}", v) for k, v in raw_settings.items()]:
+            _refuse_infinite(value, key)
         setting_axes = _setting_axes(model, method, raw_settings)
         settings = model.check_settings(method, {**raw_settings, **{k: v[0] for k, v in setting_axes.items()}})
         _check_layout_fixed(model, method, settings, setting_axes)
@@ -248,6 +243,20 @@ def expand_values(value, where):
         check_count(len(value), where, "values")
         return list(value)
     return [value]
+
+
+def _refuse_infinite(value, where):
+    """SpecError for an infinite number anywhere in a parameter's or setting's value ("1e400" reads as one):
+    no parameter or setting takes one, and integer settings could not even compare with it."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float) and item in (float("inf"), float("-inf")):
+            raise SpecError(where, f"{value!r} holds an infinite number", "give finite numbers")
+        if isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
 
 
 def _parse_cli_value(text):

@@ -252,8 +252,14 @@ def test_symlinked_folder_a_run_would_write_under(case, capsys, client, linked):
     (lambda case: array_meta(case, "noise", lambda m: m["chunk_grid"]["configuration"].update(
         chunk_shape=[0] + m["chunk_grid"]["configuration"]["chunk_shape"][1:])), ("noise",)),
     (lambda case: array_meta(case, "status", lambda m: m.update(shape=[3] + m["shape"][1:])), ("being extended",)),
+    (lambda case: array_meta(case, "noise", lambda m: (m.update(shape=m["shape"][:-1] + [20_000_000]), m[
+        "chunk_grid"]["configuration"].update(chunk_shape=m["shape"]))), ("a chunk may hold",)),  # 160 MB a point
+    (lambda case: group_attrs(case, lambda a: a.update(plot=json.dumps({"se_sweep": "/elsewhere/evil.toml"}))),
+     ("plot", "not a sweep name")),
+    (lambda case: group_attrs(case, lambda a: a.pop("model")), ("model",)),
 ], ids=["format-not-a-number", "variables-not-a-list", "runs-not-a-list", "runs-widths-not-numbers",
-        "manifest-chunk-path", "spec-not-json", "plot-not-an-object", "zero-chunk-size", "grid-mid-extension"])
+        "manifest-chunk-path", "spec-not-json", "plot-not-an-object", "zero-chunk-size", "grid-mid-extension",
+        "chunks-larger-than-a-point-may-be", "plot-companion-a-path", "no-model"])
 def test_damaged_metadata_gets_one_line(case, capsys, client, broken, words):
     broken(case)
     expect = {c: 2 for c in READ_ONLY + ("retry-failed",)}

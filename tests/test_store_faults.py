@@ -233,8 +233,6 @@ def test_a_write_between_reads_leaves_whole_points(reference, tmp_path, monkeypa
     chunk read of a per-point array, deterministically)."""
     import asyncio
 
-    import zarr.storage
-
     from seqphase.results.query import open_results, write_table
 
     spec, ref = reference
@@ -253,7 +251,9 @@ def test_a_write_between_reads_leaves_whole_points(reference, tmp_path, monkeypa
 
     group.writer().mark_pending([(group.index_of(p), p.hash) for p in plan.points])
     store_points(range(4))
-    real_get, flushed = zarr.storage.LocalStore.get, []
+    from seqphase.results.durable import DurableStore
+
+    real_get, flushed = DurableStore.get, []  # (every read of the store goes through it: results/safe_io.py)
 
     async def get(self, key, *args, **kwargs):
         value = await real_get(self, key, *args, **kwargs)
@@ -263,7 +263,7 @@ def test_a_write_between_reads_leaves_whole_points(reference, tmp_path, monkeypa
             await asyncio.to_thread(store_points, range(4, 12))  # the driver's next flush, between two reads
         return value
 
-    monkeypatch.setattr(zarr.storage.LocalStore, "get", get)
+    monkeypatch.setattr(DurableStore, "get", get)
     if reader == "query":
         out = io.StringIO()
         write_table("toy", tmp_path / "s.zarr", out)

@@ -203,7 +203,7 @@ def test_workers_retire_before_walltime_and_are_replaced(tmp_path, slurm, slurm_
 
 @pytest.mark.parametrize("overrides, slurm_says", [
     ({"partition": "nosuch"}, "invalid partition"),
-    ({"walltime": "banana"}, "Invalid --time specification"),
+    ({"walltime": "banana"}, "cannot read 'banana' as a SLURM time"),  # refused before SLURM is asked
     ({"job_extra_directives": ["--frobnicate=1"]}, "unrecognized option '--frobnicate=1'"),
     ({"driver": {"partition": "nosuch"}}, "SLURM refuses the driver job"),
     ({"credentials_directory": "/nonexistent/seqphase"}, "credentials_directory: /nonexistent/seqphase does not exist"),
