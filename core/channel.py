@@ -13,7 +13,7 @@ exposes on batches of n samples
 
 Families with token axes fold them into the batch (`tokens` = T rows of one sequence are consecutive:
 the posterior couples the tokens of a sequence, and dg is the token-diagonal block). SE and GAMP of a
-family evaluate the same channel object, so they cannot drift apart; `tests/core/test_channel_battery.py`
+family evaluate the same channel object, so they cannot drift apart; `seqphase.testing.check_channel_protocol`
 runs one identity battery (Nishimori, finite-difference Jacobian, p = 1 reductions, batch = single
 samples, finite at the edges) over every registered channel of every family.
 

@@ -3,7 +3,7 @@
 Every fenced block of that page whose info string carries `title="PATH"` (```python title="probit/se.py")
 is a file of the example; they are written under a temporary folder, which then plays the user's
 `my-models/`: the family's own checks (`probit/test_probit.py`: the identity battery of
-tests/core/test_channel_battery.py on the channel, SE against the shipped sign perceptron as delta -> 0,
+seqphase.testing.check_channel_protocol on the channel, SE against the shipped sign perceptron as delta -> 0,
 GAMP against SE) run with pytest, the sweep runs through the real `seqphase run` on a local cluster whose
 worker imports the family from PYTHONPATH, its stored overlaps are checked against the SE computed here,
 and `seqphase plot` draws it.
@@ -84,10 +84,9 @@ def test_the_family_checks_pass(example):
     assert code == 0, out
     passed = re.findall(r"::(\S+) PASSED", out)
     assert "SKIPPED" not in out and "FAILED" not in out, out
-    for check in ("shapes_and_nishimori", "jacobian_is_finite_difference_of_g", "batch_equals_single_sequences"):
-        for factory in ("noisy", "noiseless"):  # the battery's own functions, on both channels
-            assert f"test_identity_battery[{check}-{factory}]" in passed, out
-    for name in ("test_finite_at_the_edges[noisy]", "test_finite_at_the_edges[noiseless]", "test_kernel_identities",
+    for factory in ("noisy", "noiseless"):  # seqphase.testing's protocol battery, on both channels
+        assert f"test_identity_battery[{factory}]" in passed, out
+    for name in ("test_kernel_identities",
                  "test_se_is_the_sign_perceptron_at_vanishing_noise", "test_gen_error_closed_form",
                  "test_gamp_lands_on_se"):
         assert name in passed, out
