@@ -488,8 +488,8 @@ def check(target, *, set=None, seed=0):  # noqa: A002
         The class cannot be imported, is not a plug-in, raises in its constructor or methods, returns NaN
         or the wrong shapes.
     """
-    from seqphase import testing
     from seqphase.core import plugins
+    from seqphase.testing import likelihood_rows, prior_rows
 
     kind, info = plugins.load_either(target, "MODULE:CLASS")
     keywords = plugins.parameters(info.cls, "MODULE:CLASS")
@@ -511,7 +511,7 @@ def check(target, *, set=None, seed=0):  # noqa: A002
     plugin = plugins.instantiate(info, values, "MODULE:CLASS")
     plugins.smoke_test(plugin, kind, "MODULE:CLASS")
     if kind == "channel":
-        rows = testing.likelihood_rows(plugin, target, seed=seed)
+        rows = likelihood_rows(plugin, target, seed=seed)
     else:
-        rows = testing.prior_rows(plugin, target, seed=seed)
+        rows = prior_rows(plugin, target, seed=seed)
     return kind, rows

@@ -487,7 +487,8 @@ def check_channel_protocol(channel, *, exact=True, n_seq=None, seed=7, strict=Tr
     - Nishimori at the Bayes-optimal point (omega = Q^{1/2} xi, z = omega + (I - Q)^{1/2} u, y ~ P(y | z),
       V = I - Q): E[g g^T + dg] = 0 within 5 Monte-Carlo standard errors (over independent sequences);
     - dg = d g / d omega by central differences per index and token (the others held fixed). ``exact``: a
-      closed form, within 1e-6 relative (truncation ~ h^2 |g'''| ~ 1e-10, rounding ~ eps |g| / h ~ 1e-11);
+      closed form, within 1e-6 relative (truncation ~ h^2 times the third derivative of g, ~1e-10;
+      rounding ~ eps g / h, ~1e-11);
       else a quadrature, whose dg matches its own g to the rule's accuracy: median within 1e-4, at most
       5% of samples beyond 1e-2 (a refinement switch between omega +- h);
     - a batch gives what its sequences give one by one (1e-10 relative);
