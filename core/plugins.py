@@ -523,14 +523,15 @@ class DerivedScalarChannel(ScalarChannel):
         if not (sigma > 0 and omega.size and omega.min() - reach * sigma > -self.z_window
                 and omega.max() + reach * sigma < self.z_window):
             return None
-        if not self.discrete:
-            return self._continuous_table(omega, sigma)
         # a continuous label's likelihood is smooth in z on the scale `resolution`: no features to place
         step = self.grid_step(width * sigma if self.discrete else min(width * sigma, self.resolution()))
-        if self.z_window / step >= 2.0**50:  # chunk indices exact in float64 (V not vanishing)
+        if not self.discrete:
+            mass, first, second = self._continuous_sums(omega, sigma, step)
+        elif self.z_window / step >= 2.0**50:  # chunk indices exact in float64 (V not vanishing)
             return None
-        z, weight, by_label, runs = self.kernel_nodes(step, omega, reach * sigma)
-        mass, first, second = gaussian_window_sums_by_label(omega, sigma, reach, z, weight, *by_label, runs)
+        else:
+            z, weight, by_label, runs = self.kernel_nodes(step, omega, reach * sigma)
+            mass, first, second = gaussian_window_sums_by_label(omega, sigma, reach, z, weight, *by_label, runs)
         safe = np.where(mass > 0, mass, 1.0)
         mean = first / safe
         var = np.maximum(second / safe - mean * mean, 0.0)
@@ -538,14 +539,13 @@ class DerivedScalarChannel(ScalarChannel):
             log_z = np.log(mass)
         return log_z, mean, var
 
-    def _continuous_table(self, omega, sigma):
-        """`label_table` of a continuous y, whose labels are the `y_rule` nodes: one rule in z over the
-        cavities' windows, panels of the kernel rule's width cut to the likelihood's `resolution`, and at
-        each node only the y nodes where P(y | z) is not negligible (`y_support`: the stretches found at
-        the y rule's probes, a node between two probes taking both of theirs and what lies between), so
-        that the work and memory go with the likelihood's width in y, not with nodes x labels."""
-        reach, nodes, width = gaussian_kernel_rule(self.kernel_tol)
-        step = self.grid_step(min(width * sigma, self.resolution()))
+    def _continuous_sums(self, omega, sigma, step):
+        """The window sums of `label_table` for a continuous y, whose labels are the `y_rule` nodes: one rule
+        in z over the cavities' windows, panels of `step` (the kernel rule's width cut to the likelihood's
+        `resolution`), and at each node only the y nodes where P(y | z) is not negligible (`y_support`: the
+        stretches found at the y rule's probes, a node between two probes taking both of theirs and what lies
+        between), so that the work and memory go with the likelihood's width in y, not with nodes x labels."""
+        reach, nodes, _ = gaussian_kernel_rule(self.kernel_tol)
         first = np.floor((omega - reach * sigma) / step).astype(np.int64)
         count = np.floor((omega + reach * sigma) / step).astype(np.int64) - first + 1
         panel = np.unique(np.repeat(first, count) + (np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count)))
@@ -568,14 +568,7 @@ class DerivedScalarChannel(ScalarChannel):
             part = slice(start, start + block)
             with np.errstate(under="ignore"):
                 values[part] = np.exp(self.log_likelihood(labels[label_of[part]], z[node_of[part]]))
-        mass, first_moment, second = gaussian_window_sums_sparse(omega, sigma, reach, z, weight, row_start,
-                                                                 label_of, values, labels.size)
-        safe = np.where(mass > 0, mass, 1.0)
-        mean = first_moment / safe
-        var = np.maximum(second / safe - mean * mean, 0.0)
-        with np.errstate(divide="ignore"):
-            log_z = np.log(mass)
-        return log_z, mean, var
+        return gaussian_window_sums_sparse(omega, sigma, reach, z, weight, row_start, label_of, values, labels.size)
 
     #: grid spacings per octave (`grid_step`)
     steps_per_octave = 8
@@ -630,9 +623,8 @@ class DerivedScalarChannel(ScalarChannel):
         and the nodes of the other parts."""
         _, nodes, _ = gaussian_kernel_rule(self.kernel_tol)
         starts, stops = chunks * self.chunk_panels * step, (chunks + 1) * self.chunk_panels * step
-        # a continuous y: no features, one far outside every chunk keeps the indexing below in range
-        features = self.feature_edges() if self.discrete else np.array([-np.inf])
-        labels = self.table_labels()
+        features = self.feature_edges()
+        labels = self.labels
         first = np.searchsorted(features, starts, side="right")   # the features strictly inside each chunk
         inner = np.searchsorted(features, stops, side="left") - first
         coarse = inner + 1                                        # the likelihood's panels of each chunk
