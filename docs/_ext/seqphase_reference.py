@@ -17,6 +17,7 @@ hand-written ones.
 from __future__ import annotations
 
 import argparse
+import re
 
 from docutils import nodes
 from docutils.statemachine import StringList
@@ -32,14 +33,25 @@ def _literal(text):
     return f"`` {text} ``" if text.strip() else ""
 
 
+# an option named in help text (`--cluster`, `--list`): set as code, or the typography would join "--" into a dash
+_OPTION = re.compile(r"(?<![\w-])(--[A-Za-z][\w-]*)")
+
+
+def _escape(text):
+    for char in "\\*_<>[]|":
+        text = text.replace(char, "\\" + char)
+    return text
+
+
 def _prose(text):
-    """Help text as Markdown: its `code` spans kept, no emphasis, links or HTML from other characters."""
+    """Help text as Markdown: its `code` spans kept, options set as code, no emphasis, links or HTML from
+    other characters."""
     parts = str(text or "").split("`")
     if len(parts) % 2 == 0:  # an unpaired backtick: no code spans at all
         parts = [str(text).replace("`", "'")]
     for i in range(0, len(parts), 2):  # the even parts lie outside code spans
-        for char in "\\*_<>[]|":
-            parts[i] = parts[i].replace(char, "\\" + char)
+        pieces = _OPTION.split(parts[i])  # odd pieces: the options
+        parts[i] = "".join(f"`{piece}`" if j % 2 else _escape(piece) for j, piece in enumerate(pieces))
     return "`".join(parts)
 
 
