@@ -21,9 +21,11 @@ version = release
 extensions = [
     "myst_nb",  # also registers myst-parser for the .md pages
     "sphinx.ext.autodoc",
+    "sphinx.ext.intersphinx",
     "sphinx.ext.mathjax",
     "numpydoc",
     "seqphase_reference",  # docs/_ext: the CLI, models, sweeps and papers tables generated from the code
+    "seqphase_intersphinx",  # docs/_ext: an unreachable inventory leaves plain text, not a failed -W build
 ]
 
 source_suffix = {".md": "myst-nb", ".ipynb": "myst-nb"}
@@ -38,6 +40,17 @@ nb_execution_mode = "force"
 nb_execution_timeout = 300
 nb_execution_raise_on_error = True
 nb_merge_streams = True
+
+# links to the libraries seqphase's results and clusters are made of. An inventory that cannot be fetched
+# (no network) is logged, and its references stay plain code text; the build goes on (docs/_ext).
+intersphinx_mapping = {
+    "numpy": ("https://numpy.org/doc/stable/", None),
+    "xarray": ("https://docs.xarray.dev/en/stable/", None),
+    "dask": ("https://docs.dask.org/en/stable/", None),
+    "distributed": ("https://distributed.dask.org/en/stable/", None),
+    "zarr": ("https://zarr.readthedocs.io/en/stable/", None),
+}
+intersphinx_timeout = 10
 
 autodoc_typehints = "none"
 numpydoc_show_class_members = False
