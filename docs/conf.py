@@ -57,4 +57,11 @@ numpydoc_show_class_members = False
 
 html_theme = "pydata_sphinx_theme"
 html_title = f"seqphase {release}"
-html_theme_options = {"navigation_with_keys": False, "show_toc_level": 2}
+html_theme_options = {
+    "navigation_with_keys": False,
+    "show_toc_level": 2,
+    # the top bar shows the sections of the manual (docs/index.md's toctree), all of them, no "More"
+    "header_links_before_dropdown": 8,
+}
+# the single pages of the top bar have no section to list in the left sidebar
+html_sidebars = {"getting-started": [], "cite": [], "changelog": []}
