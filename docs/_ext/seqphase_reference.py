@@ -7,7 +7,9 @@ Directives (used by docs/reference/*.md):
 - ``seqphase-models``: every registered model (`seqphase.core.models.MODELS`): its parameters with kind,
   valid range, default and meaning, and each method with its settings and algorithm version;
 - ``seqphase-sweeps``: the shipped sweeps (`seqphase.api.list_sweeps`);
-- ``seqphase-papers``: the papers `seqphase reproduce` covers (`seqphase.sweeps.papers.PAPERS`).
+- ``seqphase-papers``: the papers `seqphase reproduce` covers (`seqphase.sweeps.papers.PAPERS`);
+- ``seqphase-citations``: the paper behind every shipped sweep, by arXiv id (the papers of `PAPERS`, matched to a
+  sweep that no paper lists by the sweep's model).
 
 Each directive writes MyST Markdown (the language of the pages that use it) and parses it in place,
 headings included, so the generated sections get the same anchors, table of contents and search index as
@@ -210,9 +212,50 @@ class PapersDirective(_GeneratedDirective):
                            widths=[8, 32, 30, 15, 15])
 
 
+def _sweep_papers():
+    """(sweep, papers) for every shipped sweep: the papers that list it, or else those of its model."""
+    from seqphase.api import list_sweeps
+    from seqphase.sweeps.papers import PAPERS
+
+    sweeps = list_sweeps()
+    model_of = {s["name"]: s["model"] for s in sweeps}
+    by_sweep, by_model = {}, {}
+    for paper in PAPERS.values():
+        for name in dict.fromkeys(paper.sweeps):
+            by_sweep.setdefault(name, []).append(paper)
+            if name in model_of:
+                by_model.setdefault(model_of[name], []).append(paper)
+    out = []
+    for s in sweeps:
+        papers = by_sweep.get(s["name"]) or list(dict.fromkeys(by_model.get(s["model"], [])))
+        out.append((s, papers))
+    return out
+
+
+class CitationsDirective(_GeneratedDirective):
+    """The papers behind the shipped sweeps, and the paper of each sweep, by arXiv id."""
+
+    def lines(self):
+        from seqphase.sweeps.papers import PAPERS
+
+        out = _heading("The papers", 1)
+        rows = [[f"arXiv:{p.arxiv}", _prose(p.authors), _prose(p.title), _prose(p.venue), _literal(p.id)]
+                for p in PAPERS.values()]
+        out += _list_table(["arXiv", "authors", "title", "venue", "`seqphase reproduce`"], rows,
+                           widths=[14, 22, 40, 12, 12])
+        out += _heading("The paper behind each sweep", 1)
+        rows = [[_literal(s["name"]), f"{s['model']} / {s['method']}",
+                 ", ".join(f"arXiv:{p.arxiv}" for p in papers) or "none",
+                 "; ".join(_prose(p.title) for p in papers) or " "]
+                for s, papers in _sweep_papers()]
+        out += _list_table(["sweep", "model / method", "cite", "paper"], rows, widths=[28, 18, 16, 38])
+        return out
+
+
 def setup(app):
     app.add_directive("seqphase-cli", CliDirective)
     app.add_directive("seqphase-models", ModelsDirective)
     app.add_directive("seqphase-sweeps", SweepsDirective)
     app.add_directive("seqphase-papers", PapersDirective)
+    app.add_directive("seqphase-citations", CitationsDirective)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
