@@ -9,7 +9,9 @@ Directives (used by docs/reference/*.md):
 - ``seqphase-sweeps``: the shipped sweeps (`seqphase.api.list_sweeps`);
 - ``seqphase-papers``: the papers `seqphase reproduce` covers (`seqphase.sweeps.papers.PAPERS`);
 - ``seqphase-citations``: the paper behind every shipped sweep, by arXiv id (the papers of `PAPERS`, matched to a
-  sweep that no paper lists by the sweep's model).
+  sweep that no paper lists by the sweep's model);
+- ``seqphase-method-versions``: every method's current algorithm version and the plug-in derivation versions
+  (`seqphase.core.plugins`), the numbers that enter a point's identity.
 
 Each directive writes MyST Markdown (the language of the pages that use it) and parses it in place,
 headings included, so the generated sections get the same anchors, table of contents and search index as
@@ -252,10 +254,30 @@ class CitationsDirective(_GeneratedDirective):
         return out
 
 
+class MethodVersionsDirective(_GeneratedDirective):
+    """The current algorithm version of every method, and of the plug-in derivations."""
+
+    def lines(self):
+        from seqphase.core.models import get_model, model_names
+        from seqphase.core.plugins import DERIVED_CHANNEL_VERSION, DERIVED_VECTOR_CHANNEL_VERSION
+
+        rows = [[_literal(name), _literal(method_name), str(method.version)]
+                for name in model_names() for method_name, method in get_model(name).methods.items()]
+        out = _list_table(["model", "method", "version"], rows, widths=[30, 30, 40])
+        out += ["The derivation of a channel plug-in's quantities has a version of its own, carried in the point's "
+                "algorithm version as `derived-vN`:", ""]
+        out += _list_table(["plug-in", "derivation version"],
+                           [["p = 1 channel (`glm`)", f"`derived-v{DERIVED_CHANNEL_VERSION}`"],
+                            ["p = 2 channel (`multiindex`)", f"`derived-v{DERIVED_VECTOR_CHANNEL_VERSION}`"]],
+                           widths=[50, 50])
+        return out
+
+
 def setup(app):
     app.add_directive("seqphase-cli", CliDirective)
     app.add_directive("seqphase-models", ModelsDirective)
     app.add_directive("seqphase-sweeps", SweepsDirective)
     app.add_directive("seqphase-papers", PapersDirective)
     app.add_directive("seqphase-citations", CitationsDirective)
+    app.add_directive("seqphase-method-versions", MethodVersionsDirective)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
