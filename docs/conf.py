@@ -54,6 +54,13 @@ intersphinx_timeout = 10
 
 autodoc_typehints = "none"
 numpydoc_show_class_members = False
+# the types in the docstrings' Parameters and Returns (xarray.Dataset, distributed.Client, ...) link through
+# intersphinx; a type no inventory knows stays plain text. numpydoc's defaults send a few names to :ref: and
+# :term: targets, which warn (and fail -W) when their inventory was not fetched: those stay plain types.
+numpydoc_xref_param_type = True
+numpydoc_xref_ignore = {"optional", "or", "of", "default", "type"}
+numpydoc_xref_aliases = {name: name for name in ("bool", "boolean", "iterable", "sequence", "generator",
+                                                   "array-like", "array_like", "scalar")}
 
 html_theme = "pydata_sphinx_theme"
 html_title = f"seqphase {release}"
