@@ -15,6 +15,7 @@
     seqphase migrate [SWEEP ...] [--store PATH]
     seqphase reproduce PAPER [--quick] [--store PATH] [-o DIR] [--cluster ...] [--workers N]
     seqphase reproduce --list
+    seqphase --version
 
 Bad input (unknown sweep, model or parameter, a value out of range, a malformed spec, a foreign or
 corrupted store) prints one line naming the field and the fix, exits with code 2 and writes nothing.
@@ -38,7 +39,10 @@ USER_CODE_COMMANDS = ("run", "submit", "check", "retry-failed")
 
 
 def build_parser():
+    from seqphase.version import __version__
+
     parser = argparse.ArgumentParser(prog="seqphase", description="Phase-diagram sweeps: SE, GAMP, thresholds.")
+    parser.add_argument("--version", action="version", version=f"seqphase {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     def add_store(p):

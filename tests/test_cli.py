@@ -95,6 +95,17 @@ def test_bad_spec_file_exit_2(tmp_path, toy_store):
     assert tree_digest(store) == before
 
 
+def test_version_is_the_package_version():
+    """`seqphase --version` prints the one version (version.py), which is also the installed distribution's."""
+    from importlib.metadata import version
+
+    import seqphase
+
+    code, out, _ = cli_here("--version")
+    assert code == 0 and out == f"seqphase {seqphase.__version__}\n"
+    assert version("seqphase") == seqphase.__version__ == "1.0.0"
+
+
 def test_list_shows_shipped_sweeps():
     """The real console entry point, `python -m seqphase.cli`, lists the shipped sweeps and exits 0."""
     code, out, _ = cli("list")
