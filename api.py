@@ -230,12 +230,15 @@ def execute(sweep, mode, *, store=None, client=None, cluster="local", workers=No
             store.check(create=True)
             with store.lock():
                 group = store.prepare(plan)
-                stream.write(f"seqphase: {mode} {sweep.name}: {len(plan.points)} points "
-                             f"({sweep.model}/{sweep.method}) -> {store.path}/{sweep.name}\n")
                 started = True
+
+                def announce(word):  # `run`, or `resume` when the store holds points of the grid already
+                    stream.write(f"seqphase: {word} {sweep.name}: {len(plan.points)} points "
+                                 f"({sweep.model}/{sweep.method}) -> {store.path}/{sweep.name}\n")
+
                 ahead = slurm_profile.submit_ahead() if slurm_profile is not None and slurm_profile.adaptive else 0
                 summary = run_sweep(plan, group, active, mode=mode, retries=retries, progress=progress,
-                                    submit_ahead=ahead, stream=stream)
+                                    submit_ahead=ahead, stream=stream, announce=announce)
             del loading
     except OSError as exc:  # the store's file system: full, quota, read-only, permissions, open files
         error = resource_error(exc, store.path, during_run=started)

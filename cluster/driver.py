@@ -114,28 +114,41 @@ def stored_hashes(group):
     return set(hashes[status == DONE].tolist())
 
 
+def run_word(mode, already_done, skipped_failed, kept, damaged):
+    """What a run is called in its first line and in the store's run record: `retry-failed` as asked;
+    otherwise `resume` when it finds points of its grid already stored (done, failed, damaged, or with
+    finished works kept), else `run`."""
+    if mode != "resume":
+        return mode
+    return "resume" if already_done or skipped_failed or kept or damaged else "run"
+
+
 def run_sweep(plan, group, client, *, mode="resume", retries=DEFAULT_RETRIES, progress=True, stream=None,
-              flush_s=FLUSH_S, submit_ahead=0, task_log=None):
+              flush_s=FLUSH_S, submit_ahead=0, task_log=None, announce=None):
     """Compute the plan's points that are not done and store them. `submit_ahead`: tasks to keep
     submitted at least (an adaptive cluster sizes itself from the tasks its scheduler knows of);
     otherwise twice the cluster's threads. `task_log`: a file to which each stored point appends one
-    JSON line {"point": hash, "stages": [[runtime_s of each work], ...]} (benchmarks/parallelism.py)."""
+    JSON line {"point": hash, "stages": [[runtime_s of each work], ...]} (benchmarks/parallelism.py).
+    `announce(word)` is called once what the store holds is known, with the run's name (`run_word`)."""
     stream = stream or sys.stderr
     started = time.perf_counter()
     if mode == "retry-failed":
         plan.points = failed_points(plan, group)
+    todo, already_done, skipped_failed = select_points(plan, group, mode)
+    parts = Parts(group.store.path, group.name)
+    word = run_word(mode, already_done, skipped_failed, bool(parts.points()), group.damaged_cells)
+    if announce is not None:
+        announce(word)
     if group.damaged_cells:
         stream.write(f"seqphase: {group.damaged_cells} points had damaged data ({len(group.repaired)} chunks "
                      "missing or failing their checksum) and are pending again\n")
-    todo, already_done, skipped_failed = select_points(plan, group, mode)
-    parts = Parts(group.store.path, group.name)
     if parts.points():  # kept works of points stored since (a driver killed between the two): read the ledger
         parts.prune(stored_hashes(group))
         legacy = parts.drop_legacy()
         if legacy:
             stream.write(f"seqphase: note: {legacy} kept works in the earlier pickle format were removed unread "
                          "(a pickle can run code); their works are recomputed\n")
-    run_index = group.start_run({"mode": mode, "host": socket.gethostname(), "pid": os.getpid(),
+    run_index = group.start_run({"mode": word, "host": socket.gethostname(), "pid": os.getpid(),
                                  "scheduler": client.scheduler.address, "submitted": len(todo),
                                  "slurm_job_id": os.environ.get("SLURM_JOB_ID", ""),
                                  "overrides": list(plan.sweep.overrides)})

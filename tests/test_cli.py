@@ -44,6 +44,21 @@ def test_status_and_plot(toy_store, tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_a_first_run_is_a_run_and_a_rerun_resumes(tmp_path, client):
+    """The first line and the store's run record say `run` for a run that finds nothing of its grid stored,
+    `resume` for one that finds points done."""
+    spec = write_spec(tmp_path, alpha=[0.5, 1.0])
+    store = tmp_path / "s.zarr"
+    words = []
+    for _ in range(2):
+        code, _, err = cli_here("run", spec, "--store", store, *on_cluster(client), "--no-progress")
+        assert code == 0, err
+        words.append(err.splitlines()[0].split()[1])
+    assert words == ["run", "resume"]
+    code, out, _ = cli_here("status", "toy", "--store", store)
+    assert [line.split()[2] for line in out.splitlines() if line.startswith("  run ")] == ["run", "resume"]
+
+
 def test_open_results_python_api(toy_store):
     import seqphase
 
