@@ -1,7 +1,8 @@
 """The Python API: everything the `seqphase` command does, callable from a script or a notebook.
 
     import seqphase
-    ds = seqphase.run("glm-perceptron-se", set={"alpha": "0.5:3:6"})        # an xarray.Dataset
+    ds = seqphase.run("glm-perceptron-se", set={"alpha": "0.5:3:6"})        # these 6 points, an xarray.Dataset
+    ds = seqphase.open_results("glm-perceptron-se")                          # every point stored of the sweep
     ds = seqphase.run({"name": "probit", "model": "glm", "params": {...}, "method": {"name": "se"}},
                       client=my_client)                                      # a Client you already hold
     seqphase.status("glm-perceptron-se").done
@@ -106,7 +107,9 @@ def run(sweep, *, set=None, name=None, store=None, client=None, cluster="local",
     Returns
     -------
     xarray.Dataset
-        The stored results, as `open_results` returns them.
+        The points this call asked for (the sweep's grid with the `set` overrides), as `open_results` returns
+        them. The store may hold more points of the sweep (other values of earlier runs):
+        ``seqphase.open_results(sweep)`` opens them all.
 
     Raises
     ------
@@ -118,7 +121,7 @@ def run(sweep, *, set=None, name=None, store=None, client=None, cluster="local",
     swept = load(sweep, set=set, name=name)
     summary, store_path = execute(swept, "resume", store=store, client=client, cluster=cluster, workers=workers,
                                   retries=retries, progress=progress, slurm_profile=slurm_profile, access=access)
-    return _dataset(swept.name, store_path, summary)
+    return _dataset(swept.name, store_path, summary, grid=summary.grid)
 
 
 def retry_failed(sweep, *, store=None, client=None, cluster="local", workers=None, retries=2, progress=True,
@@ -157,15 +160,17 @@ def stored_sweep(sweep, store=None):
     return sweep_from_resolved(json.loads(group.attrs.get("spec_resolved", "null")), text=group.attrs.get("spec", ""))
 
 
-def _dataset(name, store_path, summary):
+def _dataset(name, store_path, summary, grid=None):
+    """The stored results of sweep `name`: the points of `grid` ({dim: values}) only, or all of them."""
     import warnings
 
-    from seqphase.results.query import open_results
+    from seqphase.results.query import open_results, select_grid
 
     if summary.failed:
         warnings.warn(f"seqphase: {summary.failed} points of {name} failed and are recorded as failed in the "
                       f"store (seqphase.status({name!r}).failures; seqphase.retry_failed reruns them)", stacklevel=3)
-    return open_results(name, store_path)
+    ds = open_results(name, store_path)
+    return ds if grid is None else select_grid(ds, grid)
 
 
 def _check_run_options(workers, retries):

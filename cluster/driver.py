@@ -66,6 +66,7 @@ class RunSummary:
     failed: int
     elapsed_s: float
     width: dict = field(default_factory=dict)   # measured work, longest chain, tasks (Width.record)
+    grid: dict = field(default_factory=dict)    # the run's grid: {dim: values} (the plan's coordinates)
 
     def line(self):
         text = (f"{self.done} computed, {self.failed} failed, {self.already_done} already done "
@@ -183,7 +184,7 @@ def run_sweep(plan, group, client, *, mode="resume", retries=DEFAULT_RETRIES, pr
     meter.close()
     summary = RunSummary(total=len(plan.points), already_done=already_done, skipped_failed=skipped_failed,
                          submitted=len(todo), done=tasks.done, failed=tasks.failed,
-                         elapsed_s=time.perf_counter() - started, width=tasks.width.record())
+                         elapsed_s=time.perf_counter() - started, width=tasks.width.record(), grid=plan.coords)
     group.finish_run(run_index, {"done": tasks.done, "failed": tasks.failed, "outcome": "finished",
                                  "elapsed_s": round(summary.elapsed_s, 3), **summary.width})
     problem = group.store.consolidate()
