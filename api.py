@@ -250,7 +250,8 @@ def execute(sweep, mode, *, store=None, client=None, cluster="local", workers=No
         if error is None:
             raise
         raise error from None
-    stream.write(f"seqphase: {summary.line()}\n")
+    why = f"; why they failed: seqphase status {sweep.name} --traceback" if summary.failed else ""
+    stream.write(f"seqphase: {summary.line()}{why}\n")
     return summary, store.path
 
 
@@ -269,6 +270,9 @@ class Status:
         is gone (`seqphase run` recomputes them).
     failures : list of (dict, str)
         Each failed point's parameters and reason.
+    tracebacks : list of str
+        The traceback of each failed point, in the order of `failures` ("" where the store has none: a
+        worker killed, or a run that failed more points than it keeps tracebacks of).
     runs : list of dict
         One record per run: start, end, host, SLURM job, outcome, counts.
     text : str
@@ -285,6 +289,7 @@ class Status:
     damaged: int
     requested: int
     failures: list = field(default_factory=list)   # [(params, error)]
+    tracebacks: list = field(default_factory=list)  # [traceback or ""], as failures
     runs: list = field(default_factory=list)
     text: str = ""
 
@@ -292,7 +297,7 @@ class Status:
         return self.text
 
 
-def status(sweep, store=None):
+def status(sweep, store=None, traceback=False):
     """Points done / failed / pending / damaged of a stored sweep, its failures and runs.
 
     Reads the store only (it changes no byte of it) and never asks SLURM.
@@ -303,6 +308,8 @@ def status(sweep, store=None):
         The sweep's name in the store.
     store : str or pathlib.Path, optional
         As for `run`.
+    traceback : bool
+        Print each failed point's traceback under it in the report (``seqphase status --traceback``).
 
     Returns
     -------
@@ -317,7 +324,7 @@ def status(sweep, store=None):
     from seqphase.results.width import width_lines
 
     group = Store(store).open_sweep(sweep_name(sweep))
-    codes, _ = group.ledger()
+    codes, hashes = group.ledger()
     damages = find_damage(group)  # checksums and the manifest (fast); `seqphase verify` decodes everything
     damaged = damaged_points(group, damages)
     counts = Counter(int(s) for s in codes[~damaged].ravel())
@@ -333,11 +340,18 @@ def status(sweep, store=None):
     if group.layout < 2:
         lines.append("  layout 1: one chunk per point, no checksums (seqphase migrate converts it)")
     errors = group.read_where("error", codes == 3)  # only the failed points' chunks
-    failures = []
+    kept = kept_tracebacks(group.attrs.get("runs", []))
+    failures, tracebacks = [], []
     for index in zip(*(codes == 3).nonzero()):
-        params = group.cell_params(tuple(int(i) for i in index))
-        failures.append((params, str(errors[tuple(int(i) for i in index)])))
+        index = tuple(int(i) for i in index)
+        params = group.cell_params(index)
+        failures.append((params, str(errors[index])))
+        tracebacks.append(kept.get(str(hashes[index]), ""))
         lines.append(f"  failed {params}: {failures[-1][1]}")
+        if traceback and tracebacks[-1]:
+            lines += ["      " + line for line in tracebacks[-1].rstrip("\n").splitlines()]
+    if any(tracebacks) and not traceback:
+        lines.append(f"  tracebacks of the failed points: seqphase status {group.name} --traceback")
     worker_jobs = Counter(str(j) for j in group.read("slurm_job_id")[codes == 2].ravel() if str(j))
     if worker_jobs:  # recorded per point by the workers (SLURM_JOB_ID); sacct is never asked
         ordered = sorted(worker_jobs.items(), key=lambda item: (len(item[0]), item[0]))
@@ -361,7 +375,20 @@ def status(sweep, store=None):
     return Status(name=group.name, model=group.attrs["model"], method=group.attrs["method"],
                   grid={d: len(group.coords[d]) for d in group.dims}, done=counts.get(2, 0),
                   failed=counts.get(3, 0), pending=counts.get(1, 0), damaged=int(damaged.sum()),
-                  requested=requested, failures=failures, runs=runs, text="\n".join(lines))
+                  requested=requested, failures=failures, tracebacks=tracebacks, runs=runs, text="\n".join(lines))
+
+
+def kept_tracebacks(runs):
+    """{point hash: traceback} from the run records, the latest run's where several failed the point; entries
+    that are not what a run writes are skipped (the records come from a store)."""
+    kept = {}
+    for record in runs if isinstance(runs, list) else []:
+        entries = record.get("tracebacks") if isinstance(record, dict) else None
+        for entry in entries if isinstance(entries, list) else []:
+            if isinstance(entry, dict) and isinstance(entry.get("point"), str) and \
+                    isinstance(entry.get("traceback"), str):
+                kept[entry["point"]] = entry["traceback"]
+    return kept
 
 
 def manifest_notes(group):

@@ -7,7 +7,7 @@
                           [--profile FILE] [--jobs N] [--partition P] [--walltime T]
     seqphase list
     seqphase check MODULE:CLASS [--set NAME=V]...
-    seqphase status SWEEP [--store PATH]
+    seqphase status SWEEP [--traceback] [--store PATH]
     seqphase query SWEEP [--format csv|json] [--all] [--store PATH] [-o FILE]
     seqphase plot SWEEP -o FILE.png [--store PATH] [--import-model]
     seqphase retry-failed SWEEP [--store PATH] [--cluster ...] [--workers N]
@@ -106,6 +106,7 @@ def build_parser():
 
     status = sub.add_parser("status", help="points done / failed / pending, and the runs so far")
     status.add_argument("sweep")
+    status.add_argument("--traceback", action="store_true", help="print each failed point's traceback under it")
     add_store(status)
 
     query = sub.add_parser("query", help="print stored results as a table")
@@ -343,7 +344,7 @@ def cmd_check(args):
 def cmd_status(args):
     from seqphase.api import status
 
-    print(status(args.sweep, args.store).text)
+    print(status(args.sweep, args.store, traceback=args.traceback).text)
     return 0
 
 

@@ -59,6 +59,27 @@ def test_a_first_run_is_a_run_and_a_rerun_resumes(tmp_path, client):
     assert [line.split()[2] for line in out.splitlines() if line.startswith("  run ")] == ["run", "resume"]
 
 
+def test_a_failed_point_is_one_line_and_its_traceback_is_kept(tmp_path, marker_dir):
+    """The real command on its own local cluster (whose workers write to its stderr): one line per failed point,
+    its parameters and the exception, after its retries; no Dask log; `status --traceback` shows the traceback."""
+    spec = write_spec(tmp_path, alpha=[0.5, 1.0, 2.0], extra_params='fail = ["never", "always"]')
+    store = tmp_path / "s.zarr"
+    code, _, err = cli("run", spec, "--store", store, "--workers", "1", "--no-progress")
+    assert code == 1
+    failed = [line for line in err.splitlines() if line.startswith("seqphase: failed ")]
+    assert len(failed) == 3, err
+    for alpha in (0.5, 1.0, 2.0):
+        assert f"seqphase: failed {{'alpha': {alpha}, 'fail': 'always', 'sleep': 0.0, 'copies': 1}}: RuntimeError: " \
+               f"injected failure at alpha={alpha}" in failed, err
+    assert "Compute Failed" not in err and "Traceback" not in err and "distributed" not in err, err
+    assert err.splitlines()[-1].endswith("; why they failed: seqphase status toy --traceback")
+    code, out, _ = cli_here("status", "toy", "--store", store)
+    assert "Traceback" not in out and "  tracebacks of the failed points: seqphase status toy --traceback" in out
+    code, out, _ = cli_here("status", "toy", "--store", store, "--traceback")
+    assert code == 0 and out.count("Traceback (most recent call last):") == 3
+    assert "toymodel.py" in out and "tasks.py" not in out  # from the work's own function down
+
+
 def test_open_results_python_api(toy_store):
     import seqphase
 
