@@ -142,6 +142,51 @@ def test_version_is_the_package_version():
     assert version("seqphase") == seqphase.__version__ == "1.0.0"
 
 
+def column_starts(header, names):
+    return [header.index(name) for name in names]
+
+
+def assert_aligned(lines, header_names, right=()):
+    """Every line's cells start where the header's names start (the right-aligned ones end where theirs end)."""
+    header, rows = lines[0], lines[1:]
+    starts = column_starts(header, header_names)
+    assert rows
+    for row in rows:
+        for name, start in zip(header_names, starts):
+            if name in right:
+                end = start + len(name)
+                assert row[end - 1] != " " and row[end:end + 2] == "  ", (name, row)
+            elif start:
+                assert row[start - 2:start] == "  " and row[start] != " ", (name, row)
+
+
+def test_list_columns_are_aligned():
+    from seqphase.api import list_sweeps
+
+    code, out, _ = cli_here("list")
+    lines = out.splitlines()
+    assert code == 0 and len(lines) == 1 + len(list_sweeps())
+    assert_aligned(lines, ["sweep", "model/method", "points", "title"], right={"points"})
+
+
+def test_reproduce_list_columns_are_aligned_and_costs_have_one_format():
+    import re
+
+    from seqphase.sweeps.papers import PAPERS
+
+    code, out, _ = cli_here("reproduce", "--list")
+    lines = out.splitlines()
+    assert code == 0 and len(lines) == 1 + 2 * len(PAPERS)
+    names = ["id", "arXiv", "sweeps", "cost --quick", "cost full size", "title"]
+    assert_aligned(lines[:1] + lines[1::2], names, right={"sweeps"})
+    arxiv = lines[0].index("arXiv")
+    assert all(line.startswith(" " * arxiv + "sweeps: ") for line in lines[2::2])
+    cost = re.compile(r"wall \d+ s on \d+ workers, \d+ CPU-s( \([^)]*\))?|not measured")
+    for paper in PAPERS.values():
+        assert cost.fullmatch(paper.cost_quick) and cost.fullmatch(paper.cost_full), paper.id
+    assert "load" not in out
+
+
 def test_list_shows_shipped_sweeps():
     """The real console entry point, `python -m seqphase.cli`, lists the shipped sweeps and exits 0."""
     code, out, _ = cli("list")
