@@ -248,9 +248,8 @@ PAPERS = {p.id: p for p in (
         venue="PRX 2025", docs="docs/validation/bsr.md",
         runs=(
             Run("bsr-se", "Fig. 1: Bayes-optimal error versus alpha (beta = 1, noiseless), beta and noise panels",
-                quick=("rho=0.2,0.5", "beta=1", "delta=0", "alpha=0:1:11"),
-                why_quick="rho = 0.2, 0.5, beta = 1, noiseless, 11 alphas on the published grid (4 rho, 3 beta, "
-                "2 delta, 81)"),
+                quick=("rho=0.2,0.5", "beta=1", "delta=0,0.5", "alpha=0:1:11"),
+                why_quick="rho = 0.2, 0.5, beta = 1, 11 alphas on the published grid (4 rho, 3 beta, 81)"),
             Run("bsr-thresholds", "perfect-recovery threshold alpha_PR and alpha_MNNE",
                 quick=("rho=0.2,0.5", "beta=1,2"), why_quick="2 rho x 2 beta (8 x 4)"),
             Run("bsr-gamp", "GAMP-RIE against the SE",
