@@ -52,8 +52,21 @@ class LocalBackend(Backend):
                 self.access.announce_dashboard(local.dashboard_link if self.access.dashboard else None)
                 with Client(local) as client:
                     yield client
+                    with contextlib.suppress(Exception):  # the run is over, the cluster closes
+                        client.run(quiet_close, on_error="ignore")
             finally:
                 local.close()
+
+
+def quiet_close():
+    """Run on each worker once the run is over: a heartbeat that fails because the cluster is closing is
+    not logged. (A worker's heartbeat can meet a scheduler that has already let it go; Dask logs that at
+    ERROR level with its traceback, after a run that went well.)"""
+    logging.getLogger("distributed.worker").addFilter(_not_a_closing_heartbeat)
+
+
+def _not_a_closing_heartbeat(record):
+    return not record.getMessage().startswith("Failed to communicate with scheduler during heartbeat")
 
 
 def check_main_guard():
