@@ -1,7 +1,8 @@
 """The Python API: everything the `seqphase` command does, callable from a script or a notebook.
 
     import seqphase
-    ds = seqphase.run("glm-perceptron-se", set={"alpha": "0.5:3:6"})        # an xarray.Dataset
+    ds = seqphase.run("glm-perceptron-se", set={"alpha": "0.5:3:6"})        # these 6 points, an xarray.Dataset
+    ds = seqphase.open_results("glm-perceptron-se")                          # every point stored of the sweep
     ds = seqphase.run({"name": "probit", "model": "glm", "params": {...}, "method": {"name": "se"}},
                       client=my_client)                                      # a Client you already hold
     seqphase.status("glm-perceptron-se").done
@@ -106,7 +107,9 @@ def run(sweep, *, set=None, name=None, store=None, client=None, cluster="local",
     Returns
     -------
     xarray.Dataset
-        The stored results, as `open_results` returns them.
+        The points this call asked for (the sweep's grid with the `set` overrides), as `open_results` returns
+        them. The store may hold more points of the sweep (other values of earlier runs):
+        ``seqphase.open_results(sweep)`` opens them all.
 
     Raises
     ------
@@ -118,7 +121,7 @@ def run(sweep, *, set=None, name=None, store=None, client=None, cluster="local",
     swept = load(sweep, set=set, name=name)
     summary, store_path = execute(swept, "resume", store=store, client=client, cluster=cluster, workers=workers,
                                   retries=retries, progress=progress, slurm_profile=slurm_profile, access=access)
-    return _dataset(swept.name, store_path, summary)
+    return _dataset(swept.name, store_path, summary, grid=summary.grid)
 
 
 def retry_failed(sweep, *, store=None, client=None, cluster="local", workers=None, retries=2, progress=True,
@@ -157,15 +160,17 @@ def stored_sweep(sweep, store=None):
     return sweep_from_resolved(json.loads(group.attrs.get("spec_resolved", "null")), text=group.attrs.get("spec", ""))
 
 
-def _dataset(name, store_path, summary):
+def _dataset(name, store_path, summary, grid=None):
+    """The stored results of sweep `name`: the points of `grid` ({dim: values}) only, or all of them."""
     import warnings
 
-    from seqphase.results.query import open_results
+    from seqphase.results.query import open_results, select_grid
 
     if summary.failed:
         warnings.warn(f"seqphase: {summary.failed} points of {name} failed and are recorded as failed in the "
                       f"store (seqphase.status({name!r}).failures; seqphase.retry_failed reruns them)", stacklevel=3)
-    return open_results(name, store_path)
+    ds = open_results(name, store_path)
+    return ds if grid is None else select_grid(ds, grid)
 
 
 def _check_run_options(workers, retries):
@@ -230,19 +235,23 @@ def execute(sweep, mode, *, store=None, client=None, cluster="local", workers=No
             store.check(create=True)
             with store.lock():
                 group = store.prepare(plan)
-                stream.write(f"seqphase: {mode} {sweep.name}: {len(plan.points)} points "
-                             f"({sweep.model}/{sweep.method}) -> {store.path}/{sweep.name}\n")
                 started = True
+
+                def announce(word):  # `run`, or `resume` when the store holds points of the grid already
+                    stream.write(f"seqphase: {word} {sweep.name}: {len(plan.points)} points "
+                                 f"({sweep.model}/{sweep.method}) -> {store.path}/{sweep.name}\n")
+
                 ahead = slurm_profile.submit_ahead() if slurm_profile is not None and slurm_profile.adaptive else 0
                 summary = run_sweep(plan, group, active, mode=mode, retries=retries, progress=progress,
-                                    submit_ahead=ahead, stream=stream)
+                                    submit_ahead=ahead, stream=stream, announce=announce)
             del loading
     except OSError as exc:  # the store's file system: full, quota, read-only, permissions, open files
         error = resource_error(exc, store.path, during_run=started)
         if error is None:
             raise
         raise error from None
-    stream.write(f"seqphase: {summary.line()}\n")
+    why = f"; why they failed: seqphase status {sweep.name} --traceback" if summary.failed else ""
+    stream.write(f"seqphase: {summary.line()}{why}\n")
     return summary, store.path
 
 
@@ -261,6 +270,9 @@ class Status:
         is gone (`seqphase run` recomputes them).
     failures : list of (dict, str)
         Each failed point's parameters and reason.
+    tracebacks : list of str
+        The traceback of each failed point, in the order of `failures` ("" where the store has none: a
+        worker killed, or a run that failed more points than it keeps tracebacks of).
     runs : list of dict
         One record per run: start, end, host, SLURM job, outcome, counts.
     text : str
@@ -277,6 +289,7 @@ class Status:
     damaged: int
     requested: int
     failures: list = field(default_factory=list)   # [(params, error)]
+    tracebacks: list = field(default_factory=list)  # [traceback or ""], as failures
     runs: list = field(default_factory=list)
     text: str = ""
 
@@ -284,7 +297,7 @@ class Status:
         return self.text
 
 
-def status(sweep, store=None):
+def status(sweep, store=None, traceback=False):
     """Points done / failed / pending / damaged of a stored sweep, its failures and runs.
 
     Reads the store only (it changes no byte of it) and never asks SLURM.
@@ -295,6 +308,8 @@ def status(sweep, store=None):
         The sweep's name in the store.
     store : str or pathlib.Path, optional
         As for `run`.
+    traceback : bool
+        Print each failed point's traceback under it in the report (``seqphase status --traceback``).
 
     Returns
     -------
@@ -309,7 +324,7 @@ def status(sweep, store=None):
     from seqphase.results.width import width_lines
 
     group = Store(store).open_sweep(sweep_name(sweep))
-    codes, _ = group.ledger()
+    codes, hashes = group.ledger()
     damages = find_damage(group)  # checksums and the manifest (fast); `seqphase verify` decodes everything
     damaged = damaged_points(group, damages)
     counts = Counter(int(s) for s in codes[~damaged].ravel())
@@ -325,11 +340,18 @@ def status(sweep, store=None):
     if group.layout < 2:
         lines.append("  layout 1: one chunk per point, no checksums (seqphase migrate converts it)")
     errors = group.read_where("error", codes == 3)  # only the failed points' chunks
-    failures = []
+    kept = kept_tracebacks(group.attrs.get("runs", []))
+    failures, tracebacks = [], []
     for index in zip(*(codes == 3).nonzero()):
-        params = group.cell_params(tuple(int(i) for i in index))
-        failures.append((params, str(errors[tuple(int(i) for i in index)])))
+        index = tuple(int(i) for i in index)
+        params = group.cell_params(index)
+        failures.append((params, str(errors[index])))
+        tracebacks.append(kept.get(str(hashes[index]), ""))
         lines.append(f"  failed {params}: {failures[-1][1]}")
+        if traceback and tracebacks[-1]:
+            lines += ["      " + line for line in tracebacks[-1].rstrip("\n").splitlines()]
+    if any(tracebacks) and not traceback:
+        lines.append(f"  tracebacks of the failed points: seqphase status {group.name} --traceback")
     worker_jobs = Counter(str(j) for j in group.read("slurm_job_id")[codes == 2].ravel() if str(j))
     if worker_jobs:  # recorded per point by the workers (SLURM_JOB_ID); sacct is never asked
         ordered = sorted(worker_jobs.items(), key=lambda item: (len(item[0]), item[0]))
@@ -353,7 +375,20 @@ def status(sweep, store=None):
     return Status(name=group.name, model=group.attrs["model"], method=group.attrs["method"],
                   grid={d: len(group.coords[d]) for d in group.dims}, done=counts.get(2, 0),
                   failed=counts.get(3, 0), pending=counts.get(1, 0), damaged=int(damaged.sum()),
-                  requested=requested, failures=failures, runs=runs, text="\n".join(lines))
+                  requested=requested, failures=failures, tracebacks=tracebacks, runs=runs, text="\n".join(lines))
+
+
+def kept_tracebacks(runs):
+    """{point hash: traceback} from the run records, the latest run's where several failed the point; entries
+    that are not what a run writes are skipped (the records come from a store)."""
+    kept = {}
+    for record in runs if isinstance(runs, list) else []:
+        entries = record.get("tracebacks") if isinstance(record, dict) else None
+        for entry in entries if isinstance(entries, list) else []:
+            if isinstance(entry, dict) and isinstance(entry.get("point"), str) and \
+                    isinstance(entry.get("traceback"), str):
+                kept[entry["point"]] = entry["traceback"]
+    return kept
 
 
 def manifest_notes(group):

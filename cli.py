@@ -7,7 +7,7 @@
                           [--profile FILE] [--jobs N] [--partition P] [--walltime T]
     seqphase list
     seqphase check MODULE:CLASS [--set NAME=V]...
-    seqphase status SWEEP [--store PATH]
+    seqphase status SWEEP [--traceback] [--store PATH]
     seqphase query SWEEP [--format csv|json] [--all] [--store PATH] [-o FILE]
     seqphase plot SWEEP -o FILE.png [--store PATH] [--import-model]
     seqphase retry-failed SWEEP [--store PATH] [--cluster ...] [--workers N]
@@ -15,6 +15,7 @@
     seqphase migrate [SWEEP ...] [--store PATH]
     seqphase reproduce PAPER [--quick] [--store PATH] [-o DIR] [--cluster ...] [--workers N]
     seqphase reproduce --list
+    seqphase --version
 
 Bad input (unknown sweep, model or parameter, a value out of range, a malformed spec, a foreign or
 corrupted store) prints one line naming the field and the fix, exits with code 2 and writes nothing.
@@ -38,7 +39,10 @@ USER_CODE_COMMANDS = ("run", "submit", "check", "retry-failed")
 
 
 def build_parser():
+    from seqphase.version import __version__
+
     parser = argparse.ArgumentParser(prog="seqphase", description="Phase-diagram sweeps: SE, GAMP, thresholds.")
+    parser.add_argument("--version", action="version", version=f"seqphase {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     def add_store(p):
@@ -102,6 +106,7 @@ def build_parser():
 
     status = sub.add_parser("status", help="points done / failed / pending, and the runs so far")
     status.add_argument("sweep")
+    status.add_argument("--traceback", action="store_true", help="print each failed point's traceback under it")
     add_store(status)
 
     query = sub.add_parser("query", help="print stored results as a table")
@@ -316,9 +321,18 @@ def _check_not_locked(store):
 def cmd_list(args):
     from seqphase.api import list_sweeps
 
-    for row in list_sweeps():
-        print(f"{row['name']:40s} {row['model']}/{row['method']:10s} {row['points']:5d} points  {row['title']}")
+    rows = [[row["name"], f"{row['model']}/{row['method']}", str(row["points"]), row["title"]] for row in list_sweeps()]
+    _print_lines(columns([["sweep", "model/method", "points", "title"]] + rows, right={2}))
     return 0
+
+
+def columns(rows, right=()):
+    """Lines of `rows` (lists of strings, the first one a header) in columns two spaces apart, each column
+    as wide as its widest cell; the columns whose index is in `right` aligned right, the last one unpadded."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    last = len(widths) - 1
+    return ["  ".join(cell.rjust(w) if i in right else cell if i == last else cell.ljust(w)
+                      for i, (cell, w) in enumerate(zip(row, widths))) for row in rows]
 
 
 def cmd_check(args):
@@ -339,7 +353,7 @@ def cmd_check(args):
 def cmd_status(args):
     from seqphase.api import status
 
-    print(status(args.sweep, args.store).text)
+    print(status(args.sweep, args.store, traceback=args.traceback).text)
     return 0
 
 
@@ -472,12 +486,16 @@ def cmd_reproduce(args):
     from seqphase.results.report import summary as agreement_summary
     from seqphase.sweeps.papers import PAPERS
 
-    if args.list:
-        print(f"{'id':11s} {'arXiv':11s} {'sweeps':>6s}  {'cost full':30s} {'cost quick':20s} title")
-        for paper in PAPERS.values():
-            print(f"{paper.id:11s} {paper.arxiv:11s} {len(set(paper.sweeps)):6d}  {paper.cost_full:30s} "
-                  f"{paper.cost_quick:20s} {paper.title}")
-            print(f"{'':11s} sweeps: {', '.join(dict.fromkeys(paper.sweeps))}")
+    if args.list:  # a row per paper, then its sweeps on a line of their own under the second column
+        papers = list(PAPERS.values())
+        lines = columns([["id", "arXiv", "sweeps", "cost --quick", "cost full size", "title"]] +
+                        [[p.id, p.arxiv, str(len(set(p.sweeps))), p.cost_quick, p.cost_full, p.title] for p in papers],
+                        right={2})
+        indent = " " * lines[0].index("arXiv")
+        print(lines[0])
+        for line, paper in zip(lines[1:], papers):
+            print(line)
+            print(f"{indent}sweeps: {', '.join(dict.fromkeys(paper.sweeps))}")
         return 0
     if not args.paper:
         raise SeqphaseError("PAPER", "missing", "name a paper id (seqphase reproduce --list)")

@@ -6,7 +6,7 @@ points from their works -> write them as they arrive.
     works  = each point's task generator (core.models.Method.tasks): its seeds, Monte-Carlo blocks or
              search probes, in stages; a method without one is a single work (the whole point)
     tasks  = works submitted as Dask tasks: cheap works batched (execute_batch), costly ones alone
-             (execute_work, with Dask retries)
+             (execute_work); a work that raises comes back as a record, retried here
     for each finished work: kept (results/parts.py) until its point has all its works; then the point
              is assembled here and written with writer.done / writer.failed (buffered)
     every FLUSH_S (or so): writer.flush(), chunk by chunk, data first and done flags last
@@ -23,10 +23,11 @@ tail), so the seeds of a cheap GAMP point run as one block and those of a costly
 cluster. Points are started as the queue needs works, so the driver's memory does not grow with the
 plan.
 
-Failures stay apart: a work that raises is retried `retries` times (by Dask for a lone work; a work
-that raised inside a batch is resubmitted alone with the retries left), then its point is recorded as
-`failed: <work>: <Exception>` and its other works are kept, so `retry-failed` recomputes only the one
-that failed. A worker that dies has its tasks rescheduled by the scheduler; a batch that kills workers
+Failures stay apart: a work that raises is retried `retries` times, alone (resubmitted by the driver: the
+task returns the error and its traceback instead of raising, so Dask logs nothing), then its point is
+recorded as `failed: <work>: <Exception>`, one line on the run's stream names it with its parameters,
+the run record keeps its traceback (`seqphase status --traceback`), and its other works are kept, so
+`retry-failed` recomputes only the one that failed. A worker that dies has its tasks rescheduled by the scheduler; a batch that kills workers
 repeatedly is split into lone works, so only the work that kills workers ends its point as `failed:
 killed ...`. Nothing is silently dropped: every submitted point ends done or failed, or stays pending
 (with its finished works kept) if the driver itself is interrupted, and the next run picks it up.
@@ -42,6 +43,7 @@ import re
 import socket
 import sys
 import time
+import traceback
 from dataclasses import dataclass, field
 
 from seqphase.cluster.tasks import execute_batch, execute_work
@@ -54,6 +56,8 @@ DEFAULT_RETRIES = 2
 FLUSH_S = 1.0        # write buffered points at least this often (seconds)
 TASK_S = 0.5         # aim for tasks of about this much compute (seconds)
 MAX_BATCH = 512      # works in one task, at most
+TRACEBACKS_KEPT = 50        # failed points of one run whose traceback its run record keeps
+TRACEBACK_CHARS = 4000      # of each, the last characters (the frames nearest the error)
 
 
 @dataclass
@@ -66,6 +70,7 @@ class RunSummary:
     failed: int
     elapsed_s: float
     width: dict = field(default_factory=dict)   # measured work, longest chain, tasks (Width.record)
+    grid: dict = field(default_factory=dict)    # the run's grid: {dim: values} (the plan's coordinates)
 
     def line(self):
         text = (f"{self.done} computed, {self.failed} failed, {self.already_done} already done "
@@ -114,35 +119,52 @@ def stored_hashes(group):
     return set(hashes[status == DONE].tolist())
 
 
+def run_word(mode, already_done, skipped_failed, kept, damaged):
+    """What a run is called in its first line and in the store's run record: `retry-failed` as asked;
+    otherwise `resume` when it finds points of its grid already stored (done, failed, damaged, or with
+    finished works kept), else `run`."""
+    if mode != "resume":
+        return mode
+    return "resume" if already_done or skipped_failed or kept or damaged else "run"
+
+
 def run_sweep(plan, group, client, *, mode="resume", retries=DEFAULT_RETRIES, progress=True, stream=None,
-              flush_s=FLUSH_S, submit_ahead=0, task_log=None):
+              flush_s=FLUSH_S, submit_ahead=0, task_log=None, announce=None):
     """Compute the plan's points that are not done and store them. `submit_ahead`: tasks to keep
     submitted at least (an adaptive cluster sizes itself from the tasks its scheduler knows of);
     otherwise twice the cluster's threads. `task_log`: a file to which each stored point appends one
-    JSON line {"point": hash, "stages": [[runtime_s of each work], ...]} (benchmarks/parallelism.py)."""
+    JSON line {"point": hash, "stages": [[runtime_s of each work], ...]} (benchmarks/parallelism.py).
+    `announce(word)` is called once what the store holds is known, with the run's name (`run_word`)."""
     stream = stream or sys.stderr
     started = time.perf_counter()
     if mode == "retry-failed":
         plan.points = failed_points(plan, group)
+    todo, already_done, skipped_failed = select_points(plan, group, mode)
+    parts = Parts(group.store.path, group.name)
+    word = run_word(mode, already_done, skipped_failed, bool(parts.points()), group.damaged_cells)
+    if announce is not None:
+        announce(word)
     if group.damaged_cells:
         stream.write(f"seqphase: {group.damaged_cells} points had damaged data ({len(group.repaired)} chunks "
                      "missing or failing their checksum) and are pending again\n")
-    todo, already_done, skipped_failed = select_points(plan, group, mode)
-    parts = Parts(group.store.path, group.name)
     if parts.points():  # kept works of points stored since (a driver killed between the two): read the ledger
         parts.prune(stored_hashes(group))
         legacy = parts.drop_legacy()
         if legacy:
             stream.write(f"seqphase: note: {legacy} kept works in the earlier pickle format were removed unread "
                          "(a pickle can run code); their works are recomputed\n")
-    run_index = group.start_run({"mode": mode, "host": socket.gethostname(), "pid": os.getpid(),
+    run_index = group.start_run({"mode": word, "host": socket.gethostname(), "pid": os.getpid(),
                                  "scheduler": client.scheduler.address, "submitted": len(todo),
                                  "slurm_job_id": os.environ.get("SLURM_JOB_ID", ""),
                                  "overrides": list(plan.sweep.overrides)})
     writer = group.writer()
     writer.mark_pending([(index, point.hash) for point, index in todo])
     meter = Progress(len(todo), stream, enabled=progress)
-    tasks = _Tasks(plan, client, todo, retries, writer, parts, submit_ahead, task_log)
+
+    def failed(point, reason):  # one line per failed point, whatever the attempts before
+        meter.message(f"seqphase: failed {point.params}: {one_line(reason)}")
+
+    tasks = _Tasks(plan, client, todo, retries, writer, parts, submit_ahead, task_log, on_fail=failed)
     try:
         for future in tasks.completed():
             tasks.collect(future)
@@ -161,7 +183,7 @@ def run_sweep(plan, group, client, *, mode="resume", retries=DEFAULT_RETRIES, pr
             try:  # the points this run stored, not the ones it computed (a failed flush stored fewer)
                 group.finish_run(run_index, {"done": writer.stored_done, "failed": writer.stored_failed,
                                              "outcome": f"interrupted ({type(exc).__name__})",
-                                             **tasks.width.record()})
+                                             **tasks.width.record(), **tasks.failure_record()})
                 group.store.consolidate()
             except OSError:
                 pass  # the original error is the one to report
@@ -170,9 +192,10 @@ def run_sweep(plan, group, client, *, mode="resume", retries=DEFAULT_RETRIES, pr
     meter.close()
     summary = RunSummary(total=len(plan.points), already_done=already_done, skipped_failed=skipped_failed,
                          submitted=len(todo), done=tasks.done, failed=tasks.failed,
-                         elapsed_s=time.perf_counter() - started, width=tasks.width.record())
+                         elapsed_s=time.perf_counter() - started, width=tasks.width.record(), grid=plan.coords)
     group.finish_run(run_index, {"done": tasks.done, "failed": tasks.failed, "outcome": "finished",
-                                 "elapsed_s": round(summary.elapsed_s, 3), **summary.width})
+                                 "elapsed_s": round(summary.elapsed_s, 3), **summary.width,
+                                 **tasks.failure_record()})
     problem = group.store.consolidate()
     if problem:
         stream.write(f"seqphase: note: metadata not consolidated ({problem})\n")
@@ -241,7 +264,7 @@ class _Tasks:
     batched by measured runtime, a bounded window in flight, lone resubmission of works that raised or of
     batches whose workers died, assembly of finished points and their hand-over to the writer."""
 
-    def __init__(self, plan, client, todo, retries, writer, parts, submit_ahead=0, task_log=None):
+    def __init__(self, plan, client, todo, retries, writer, parts, submit_ahead=0, task_log=None, on_fail=None):
         from distributed import as_completed
 
         self.plan, self.client, self.retries, self.writer, self.parts = plan, client, retries, writer, parts
@@ -259,6 +282,8 @@ class _Tasks:
         self.done = self.failed = 0
         self.stored = []                  # split points handed to the writer since the last flush
         self.width = Width()
+        self.on_fail = on_fail            # on_fail(point, reason), once per failed point
+        self.tracebacks = []              # {"point": hash, "traceback": text} of the first failed points
         self.fill()
 
     # -- points -------------------------------------------------------------------------------------
@@ -288,7 +313,7 @@ class _Tasks:
                 self.store(state, stop.value)
                 return
             except Exception as exc:  # noqa: BLE001 -- the generator's own error fails the point only
-                self.fail(state, f"{type(exc).__name__}: {exc}")
+                self.fail(state, f"{type(exc).__name__}: {exc}", trace=traceback.format_exc())
                 return
             state.stages.append([])
             state.results, state.waiting = {}, set()
@@ -316,7 +341,7 @@ class _Tasks:
                 outputs = check_outputs(self.model, self.plan.sweep.method, self.plan.point_inputs(state.point)[1],
                                         outputs)
             except Exception as exc:  # noqa: BLE001
-                self.fail(state, f"{type(exc).__name__}: {exc}")
+                self.fail(state, f"{type(exc).__name__}: {exc}", trace=traceback.format_exc())
                 return
             self.stored.append(state.point.hash)
         self.writer.done(state.index, state.point.hash, outputs, meta)
@@ -328,12 +353,20 @@ class _Tasks:
         state.over = True
         self.done += 1
 
-    def fail(self, state, reason, meta=None):
+    def fail(self, state, reason, meta=None, trace=""):
         if state.over:
             return
         state.over = True
         self.writer.failed(state.index, state.point.hash, reason, meta or state.meta())
         self.failed += 1
+        if trace and len(self.tracebacks) < TRACEBACKS_KEPT:
+            self.tracebacks.append({"point": state.point.hash, "traceback": trace[-TRACEBACK_CHARS:]})
+        if self.on_fail is not None:
+            self.on_fail(state.point, reason)
+
+    def failure_record(self):
+        """The run record's part on failures: the tracebacks kept (none: nothing)."""
+        return {"tracebacks": self.tracebacks} if self.tracebacks else {}
 
     # -- results ------------------------------------------------------------------------------------
     def collect(self, future):
@@ -355,7 +388,7 @@ class _Tasks:
                 elif retries > 0 and not state.over:
                     self.queue.appendleft((state, work, retries - 1, True))
                 else:
-                    self.fail(state, _named(state, work, res["error"]), res["meta"])
+                    self.fail(state, _named(state, work, res["error"]), res["meta"], trace=res.get("traceback", ""))
         future.release()
 
     def finish_work(self, state, work, res):
@@ -454,7 +487,10 @@ class _Tasks:
             state, work = items[0]
             kind = re.sub(r"[^a-z]", "", work.key.split("-")[0].lower()) or "work"
             key = f"{prefix}-{kind}-{state.point.hash}-{work.key}"
-            future = self.client.submit(execute_work, work.fn, work.kwargs, key=key, retries=retries, pure=False)
+            if retries < self.retries:  # a resubmission: a key of its own (the scheduler may still hold the last)
+                key += f"-retry-{self.retries - retries}"
+            # No Dask retries: the task returns a work's error instead of raising; the driver resubmits it.
+            future = self.client.submit(execute_work, work.fn, work.kwargs, key=key, retries=0, pure=False)
         else:
             names = "".join(state.point.hash + work.key for state, work in items)
             key = f"{prefix}-batch-" + hashlib.sha256(names.encode()).hexdigest()[:32]
@@ -485,6 +521,12 @@ def combined_meta(metas):
     return meta
 
 
+def one_line(text, width=300):
+    """A failure reason on one line of at most `width` characters."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
 def failure_reason(exc):
     name = type(exc).__name__
     if name == "KilledWorker":
@@ -506,6 +548,7 @@ class Progress:
         self.tty = (hasattr(stream, "isatty") and stream.isatty()) or _notebook(stream)
         self.started = time.perf_counter()
         self.last_decile = -1
+        self.drawn = 0  # length of the meter's line on a terminal
 
     def update(self, done, failed):
         if not self.enabled:
@@ -521,12 +564,21 @@ class Progress:
         if self.tty:
             self.stream.write("\r" + line)
             self.stream.flush()
+            self.drawn = len(line)
         elif finished * 10 // self.total > self.last_decile:
             self.last_decile = finished * 10 // self.total
             self.stream.write(line + "\n")
             self.stream.flush()
 
+    def message(self, line):
+        """Write a line of its own; on a terminal it replaces the meter's line, redrawn at the next update."""
+        if self.enabled and self.tty and self.drawn:
+            line = "\r" + line.ljust(self.drawn)
+        self.stream.write(line + "\n")
+        self.stream.flush()
+        self.drawn = 0
+
     def close(self):
-        if self.enabled and self.tty:
+        if self.enabled and self.tty and self.drawn:
             self.stream.write("\n")
             self.stream.flush()

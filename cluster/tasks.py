@@ -4,8 +4,9 @@ batch of cheap works, timed and labelled with where it ran.
 A work is `fn(**kwargs)` (`seqphase.core.models.Work`); the worker imports only `seqphase.core` and
 returns the results to the driver, which assembles points and is the only writer of the store. A batch
 runs its works one after the other, each exactly as `execute_work` would (same random stream, its own
-runtime_s, host, worker, SLURM job id); a work that raises comes back with its reason and the rest of
-the batch still runs (the driver retries it alone, then records its point as failed).
+runtime_s, host, worker, SLURM job id). A work that raises comes back as a record, its reason and its
+traceback, and the rest of a batch still runs: the driver retries the work alone, then records its point
+as failed. So no task of a sweep ever fails in Dask's eyes, and Dask logs no failure of its own.
 """
 
 from __future__ import annotations
@@ -13,26 +14,30 @@ from __future__ import annotations
 import os
 import socket
 import time
+import traceback
 
 
 def execute_work(fn, kwargs):
-    """Run one work; its exception propagates (so Dask's retries apply to a lone task)."""
+    """Run one work: {"result", "meta"}, or {"error": "<Exception>: <message>", "traceback", "meta"} when
+    it raises."""
     started = time.perf_counter()
-    result = fn(**kwargs)
+    try:
+        result = fn(**kwargs)
+    except Exception as exc:  # noqa: BLE001 -- returned to the driver, which retries, then records it
+        return {"error": error_text(exc), "traceback": traceback_text(exc),
+                "meta": _meta(time.perf_counter() - started)}
     return {"result": result, "meta": _meta(time.perf_counter() - started)}
 
 
 def execute_batch(works):
-    """Run several works, given as (fn, kwargs) pairs. Returns one entry per work, in order:
-    {"result", "meta"} or {"error": "<Exception>: <message>", "meta"}."""
-    results = []
-    for fn, kwargs in works:
-        started = time.perf_counter()
-        try:
-            results.append(execute_work(fn, kwargs))
-        except Exception as exc:  # noqa: BLE001 -- recorded per work; the batch goes on
-            results.append({"error": error_text(exc), "meta": _meta(time.perf_counter() - started)})
-    return results
+    """Run several works, given as (fn, kwargs) pairs: one `execute_work` entry per work, in order."""
+    return [execute_work(fn, kwargs) for fn, kwargs in works]
+
+
+def traceback_text(exc):
+    """The traceback of `exc` from the work's own function down (the frame of execute_work left out)."""
+    tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
+    return "".join(traceback.format_exception(type(exc), exc, tb))
 
 
 def execute_point(payload):

@@ -29,7 +29,7 @@ import numpy as np
 
 from seqphase.core.errors import StoreError
 from seqphase.results.conventions import current_dataset, iso8601, renames
-from seqphase.results.store import DONE, LEDGER, STATUS_NAMES, Store, _quiet, _short
+from seqphase.results.store import DONE, LEDGER, STATUS_NAMES, Store, _key, _quiet, _short
 
 #: per-point dims that become rows: seeds, and the time axis of an algorithm (GAMP iterations, GD epochs of
 #: the AIM and BSR, GD steps of the quadratic network) or of a staged threshold
@@ -66,6 +66,17 @@ def open_stored(name, store=None, lazy=False):
     if lazy:
         return ds
     return _load(ds, group)
+
+
+def select_grid(ds, coords):
+    """`ds` restricted to a grid: {dim: values} (a plan's coordinates), each dim keeping its stored order.
+    Dims not named keep all their values."""
+    picks = {}
+    for dim, values in coords.items():
+        if dim in ds.dims:
+            wanted = {_key(v) for v in values}
+            picks[dim] = [i for i, v in enumerate(ds[dim].values) if _key(v) in wanted]
+    return ds.isel(picks)
 
 
 def _open_dataset(group, chunks=None):

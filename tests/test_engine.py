@@ -47,7 +47,7 @@ def test_seeds_are_reproducible(tmp_path, client):
 
 
 def test_raising_task_is_retried_then_recorded_failed(tmp_path, client, marker_dir):
-    # "once" fails on its first attempt only: Dask's retries absorb it.
+    # "once" fails on its first attempt only: the driver's retry absorbs it.
     summary, _ = run(tmp_path, client, store="once.zarr", alpha=[0.11, 0.12], extra_params='fail = "once"')
     assert (summary.done, summary.failed) == (2, 0)
     # "always" exhausts the retries: recorded failed with its reason, the rest of the sweep finishes.

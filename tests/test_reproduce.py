@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import subprocess
+import warnings
 from pathlib import Path
 
 import pytest
@@ -40,12 +41,36 @@ def bsr_report(tmp_path_factory, client):
     small = dataclasses.replace(paper, runs=tuple(dataclasses.replace(run, quick=TEST_QUICK[run.spec])
                                                   for run in paper.runs))
     folder = tmp_path_factory.mktemp("reproduce")
-    with pytest.MonkeyPatch.context() as patch:
+    with pytest.MonkeyPatch.context() as patch, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         patch.setitem(PAPERS, "bsr", small)
         code = main(["reproduce", "bsr", "--quick", "--store", str(folder / "s.zarr"), "-o", str(folder / "report"),
                      "--cluster", client.scheduler.address, "--no-progress"])
     assert code == 0
+    assert not [str(w.message) for w in caught if issubclass(w.category, UserWarning)]  # e.g. an empty legend's
     return folder / "report"
+
+
+def test_quick_grids_draw_every_panel_and_a_noiseless_sweep_has_no_noise_panel(bsr_report):
+    """The shipped bsr-se --quick grid has a noisy delta for the label-noise panel; a sweep with none (the test's
+    grid) is drawn without that panel."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from seqphase.core.bsr.figures import plot_se
+    from seqphase.results.query import open_results
+
+    assert any(s.startswith("delta=") and any(float(v) > 0 for v in s[6:].split(","))
+               for s in PAPERS["bsr"].run("bsr-se").quick)
+    ds = open_results("bsr-se.quick", bsr_report.parent / "s.zarr")
+    assert list(ds["delta"].values) == [0.0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fig = plot_se(plt, ds)
+    assert len(fig.axes) == 3 and all(ax.get_legend() is not None for ax in fig.axes)
+    plt.close(fig)
 
 
 def test_papers_table_covers_every_paper_and_only_shipped_sweeps(capsys):

@@ -10,7 +10,8 @@ ours as grey markers.
   (3) versus beta: noiseless MMSE versus alpha at the middle rho of the sweep, one line per beta, and the
       beta = inf closed form (1 - alpha)(1 - alpha/rho) (dashed);
   (4) label noise: MMSE versus alpha for the noisy deltas of the sweep at beta = 1 (or the smallest beta), one
-      line per rho, with the optimal ridge error at the same delta (dotted).
+      line per rho, with the optimal ridge error at the same delta (dotted); a sweep without a noisy delta
+      has no such panel.
 - `plot_thresholds` (method "threshold"): alpha_PR versus rho per beta, closed form (lines), SE bisection
   (crosses), alpha_MNNE (squares) and the beta = inf line min(rho, 1).
 - `plot_gamp` (method "gamp"): GAMP-RIE final error, mean +- s.e. over seeds, on the SE curve per (rho, beta,
@@ -98,8 +99,9 @@ def plot_se(plt, ds, companions=None):
     betas = sorted(_values(ds, "beta", 1.0))
     deltas = _values(ds, "delta", 0.0)
     beta0 = 1.0 if 1.0 in betas else betas[0]
-    fig, axes = plt.subplots(1, 4, figsize=(23.0, 5.0))
-    alpha_ax, bar_ax, beta_ax, noise_ax = axes
+    noisy = [d for d in deltas if d > 0]
+    fig, axes = plt.subplots(1, 4 if noisy else 3, figsize=(23.0 if noisy else 17.25, 5.0))
+    alpha_ax, bar_ax, beta_ax = axes[:3]
     grid = np.linspace(0, 1.0, 401)
 
     noiseless = 0.0 in deltas
@@ -146,8 +148,11 @@ def plot_se(plt, ds, companions=None):
                  label=r"$\beta = \infty$: $(1-\alpha)(1-\alpha/\rho)$")
     _style(beta_ax, r"$\alpha = n/(dL)$", rf"noiseless, $\rho$ = {rho_mid:g}, versus $\beta = L/d$")
 
+    if not noisy:
+        return fig
+    noise_ax = axes[3]
     styles = itertools.cycle(("-", "--", "-."))
-    for delta in [d for d in deltas if d > 0]:
+    for delta in noisy:
         style = next(styles)
         for color, rho in zip(itertools.cycle(COLORS), rhos):
             x, y = _curve(_select(ds, rho=rho, beta=beta0, delta=delta))
