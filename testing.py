@@ -197,7 +197,7 @@ def _vector_channel_rows(channel, seed=0):
         nishimori_1 = max(nishimori_1, max(_mc_score(g[:, i]) for i in range(2)))
         nishimori_2 = max(nishimori_2, max(_mc_score(second[:, i, j]) for i in range(2) for j in range(i, 2)))
         if channel.discrete:
-            labels = channel.labels()
+            labels = channel.label_values()
             counts = np.array([(y == label).sum() for label in labels], float)
             expected = VECTOR_DRAWS * np.exp(channel.posterior(labels, np.broadcast_to(omega, (labels.size, 2)), V)[0])
             keep = expected > 0

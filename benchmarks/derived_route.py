@@ -4,6 +4,8 @@ against the shipped closed forms, and what it costs.
     python benchmarks/derived_route.py proof      # every shipped glm SE and threshold sweep, derived = true
     python benchmarks/derived_route.py approach   # the noiseless channels through their noisy forms
     python benchmarks/derived_route.py cost       # derived against closed form: SE points and GAMP
+    python benchmarks/derived_route.py cost-p2    # the same for p = 2 (multiindex)
+    python benchmarks/derived_route.py grid       # a 4 x 4 SE grid of two continuous user channels
 
 `proof` runs each shipped glm sweep of a channel with a finite likelihood (sign; linear at delta > 0 has
 none shipped) on its whole grid twice in this process, closed forms and derived, and prints per sweep the
@@ -68,6 +70,31 @@ def proof(_args):
     closed = thresholds.perfect_recovery_spinodal(prior, SignChannel())
     other = thresholds.perfect_recovery_spinodal(*derived(prior, SignChannel()))
     print(f"glm-binary-perceptron-thresholds: AMP spinodal closed {closed:.10f}, derived {other:.10f}")
+    proof_multiindex()
+
+
+def proof_multiindex():
+    """The shipped multiindex sweeps' sign(z1 z2) rows (the p = 2 channel with a finite likelihood): the
+    isotropic SE that multiindex-gamp stores on its alpha grid, and the multiindex-thresholds point."""
+    from seqphase.core.models import get_model
+    from seqphase.core.multiindex import se as mse
+    from seqphase.core.multiindex.model import ISO_SE, channel_of
+
+    params = {"channel": "sign-z1z2", "p": 0}
+    started = time.perf_counter()
+    gaps = []
+    for alpha in load_sweep("multiindex-gamp").params["alpha"]:
+        q = [mse.iso_se(channel_of(params, {"derived": flag}), alpha, **ISO_SE["sign-z1z2"])[0] for flag in (False, True)]
+        gaps.append(f"alpha {alpha}: {q[0]:.8f} / {q[1]:.8f}")
+    print(f"multiindex-gamp overlap_se, sign(z1 z2), closed / derived: {'; '.join(gaps)}  "
+          f"({time.perf_counter() - started:.0f} s)")
+    sweep = load_sweep("multiindex-thresholds")
+    method = get_model("multiindex").methods["threshold"]
+    settings = {**{k: p.default for k, p in method.settings.items()}, **sweep.settings}
+    rows = [method.run(params, {**settings, "derived": flag}, np.random.SeedSequence(sweep.seed)) for flag in (False, True)]
+    print("multiindex-thresholds, sign(z1 z2), closed / derived: stability "
+          f"{rows[0]['alpha_stability'][0]:.10f} / {rows[1]['alpha_stability'][0]:.10f}, bisection "
+          f"{rows[0]['alpha_bisection'][0]:.6f} / {rows[1]['alpha_bisection'][0]:.6f} (rtol {settings['rtol']})")
 
 
 def approach(_args):
@@ -83,6 +110,16 @@ def approach(_args):
                 gaps.append(f"{abs(se.glm_se(prior, noisy, alpha).overlap - target):.2e}")
             print(f"{label}, alpha = {alpha}: overlap {target:.6f}; |gap| at delta = 1e-1, 1e-2, 1e-3: "
                   + ", ".join(gaps))
+    from seqphase.core.multiindex import thresholds as mth
+    from seqphase.core.multiindex.channels import make_channel
+    from seqphase.core.multiindex.plugin_channel import DerivedVectorChannel
+
+    for name, p in (("z1z2", None), ("norm2", 2)):  # multiindex-thresholds' weak-recovery threshold
+        target = mth.easy_threshold(make_channel(name, p))[0]
+        gaps = [f"{mth.easy_threshold(DerivedVectorChannel(make_channel(name, p).noisy(delta), name=name))[0] - target:.2e}"
+                for delta in (1e-1, 1e-2)]
+        print(f"{name}{'' if p is None else f' (p = {p})'}: threshold {target:.6f}; gap at delta = 1e-1, 1e-2: "
+              + ", ".join(gaps))
 
 
 def _median_time(run, repeats):
@@ -125,12 +162,79 @@ def cost(args):
         print(f"  {label}: closed {a * 1e3:.0f} ms, derived {b * 1e3:.0f} ms, ratio {b / a:.1f}")
 
 
+class NoisyReLU(seqphase.Likelihood):
+    """y = max(z, 0) + sqrt(delta) n: a continuous y with a kink in z."""
+
+    def __init__(self, delta=0.1):
+        self.delta = delta
+
+    def log_likelihood(self, y, z):
+        return -0.5 * (y - np.maximum(z, 0.0)) ** 2 / self.delta - 0.5 * np.log(2 * np.pi * self.delta)
+
+    def sample(self, z, rng):
+        return np.maximum(z, 0.0) + np.sqrt(self.delta) * rng.standard_normal(np.shape(z))
+
+
+def grid(_args):
+    """A 4 x 4 SE grid (alpha = 0.5, 1, 2, 4 x delta = 1, 0.5, 0.1, 0.05, both starts, Gaussian prior) of two
+    continuous user channels, derived, against the closed linear channel on the same grid: wall seconds of
+    the whole grid in this process (each channel's structure found once, as in a worker)."""
+    prior = GaussianPrior()
+    alphas, deltas = (0.5, 1.0, 2.0, 4.0), (1.0, 0.5, 0.1, 0.05)
+    for label, make in (("linear (closed)", LinearChannel), ("y = z + sqrt(delta) n (derived)",
+                                                             lambda d: plugins.DerivedScalarChannel(GaussianNoise(d))),
+                        ("y = max(z, 0) + sqrt(delta) n (derived)", lambda d: plugins.DerivedScalarChannel(NoisyReLU(d)))):
+        started = time.perf_counter()
+        for delta in deltas:
+            channel = make(delta)
+            for alpha in alphas:
+                se.glm_se_branches(prior, channel, alpha)
+        print(f"  4 x 4 grid, {label}: {time.perf_counter() - started:.1f} s")
+
+
+def cost_p2(args):
+    """p = 2 (multiindex): one SE point of the se method (both starts, Monte Carlo over common random numbers,
+    the spec's 4,000 draws) and one isotropic SE (multiindex-gamp's overlap_se) of sign(z1 z2) at alpha = 3,
+    closed against derived = true; and one SE map evaluation (400 draws at Q = 0.3 I) of z1 z2 + sqrt(0.1) n,
+    derived, against the closed z1 z2 (the nearest closed form: the noiseless channel)."""
+    from seqphase.core.models import get_model
+    from seqphase.core.multiindex import se as mse
+    from seqphase.core.multiindex.channels import make_channel
+    from seqphase.core.multiindex.model import ISO_SE, channel_of
+    from seqphase.core.multiindex.plugin_channel import DerivedVectorChannel
+
+    method = get_model("multiindex").methods["se"]
+    settings = {key: param.default for key, param in method.settings.items()}
+    params = {"channel": "sign-z1z2", "p": 0, "alpha": 3.0}
+
+    def se_point(derived):
+        return lambda: method.run(params, {**settings, "derived": derived}, np.random.SeedSequence(8))
+
+    def iso(derived):
+        channel = channel_of(params, {"derived": derived})
+        return lambda: mse.iso_se(channel, 3.0, **ISO_SE["sign-z1z2"])
+
+    for label, make in (("se point (4,000 draws, both starts)", se_point), ("isotropic SE", iso)):
+        a, b = _median_time(make(False), args.repeats), _median_time(make(True), args.repeats)
+        print(f"  p = 2, discrete y: sign(z1 z2), {label}: closed {a:.2f} s, derived {b:.2f} s, ratio {b / a:.1f}")
+    closed = make_channel("z1z2")
+    noisy = DerivedVectorChannel(make_channel("z1z2").noisy(0.1), name="z1z2-noisy")
+
+    def step(channel):
+        expect = mse.Expectation(channel, "mc", n_mc=400, rng=np.random.default_rng(8))
+        return lambda: expect(0.3 * np.eye(2))
+
+    a, b = _median_time(step(closed), args.repeats), _median_time(step(noisy), args.repeats)
+    print(f"  p = 2, continuous y: z1 z2 + sqrt(0.1) n, SE map (400 draws): closed z1 z2 {a:.3f} s, "
+          f"derived {b:.2f} s, ratio {b / a:.0f}")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=("proof", "approach", "cost"))
+    parser.add_argument("what", choices=("proof", "approach", "cost", "cost-p2", "grid"))
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args(argv)
-    {"proof": proof, "approach": approach, "cost": cost}[args.what](args)
+    {"proof": proof, "approach": approach, "cost": cost, "cost-p2": cost_p2, "grid": grid}[args.what](args)
     return 0
 
 

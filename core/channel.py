@@ -116,6 +116,10 @@ class ScalarChannel(Channel, Likelihood):
         noiseless channel (its `sample_scalar` must then not draw from the generator)."""
         return NoisyChannel(self, delta)
 
+    def noiseless_value(self, z):
+        """f(z) of a noiseless channel, elementwise."""
+        return self.sample_scalar(np.asarray(z, float), None)
+
     def log_partition(self, y, omega, V):
         raise NotImplementedError
 
@@ -386,20 +390,22 @@ class SquareChannel(ScalarChannel):
 
 
 class NoisyChannel(Likelihood):
-    """y = f(z) + sqrt(delta) n for a noiseless scalar channel y = f(z) (`ScalarChannel.noisy`): the
-    finite likelihood through which the derived route approaches a noiseless channel as delta -> 0."""
+    """y = f(z) + sqrt(delta) n for a noiseless channel y = f(z), z in R^p (`noisy` of a scalar or a
+    multi-index channel; f is its `noiseless_value`): the finite likelihood through which the derived
+    route approaches a noiseless channel as delta -> 0."""
 
     def __init__(self, channel, delta):
         self.channel, self.delta = channel, float(delta)
+        self.p = getattr(channel, "p", 1)
         if not self.delta > 0:
             raise ValueError("the noisy form of a channel needs delta > 0")
 
     def log_likelihood(self, y, z):
-        f = self.channel.sample_scalar(np.asarray(z, float), None)
+        f = self.channel.noiseless_value(z)
         return -0.5 * (np.asarray(y, float) - f) ** 2 / self.delta - 0.5 * np.log(self.delta) - _LOG_SQRT_2PI
 
     def sample(self, z, rng):
-        f = self.channel.sample_scalar(np.asarray(z, float), None)
+        f = self.channel.noiseless_value(z)
         return f + np.sqrt(self.delta) * rng.standard_normal(f.shape)
 
     def __repr__(self):

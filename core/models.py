@@ -130,6 +130,14 @@ class Param:
         return value
 
 
+#: the switch of a family's closed forms, shared by the families whose channels and priors are
+#: `seqphase.Likelihood` / `seqphase.Prior` objects: with it, a shipped channel (and prior) runs as a user's
+#: does, everything derived from the likelihood (and the density). Out of a sweep's identity at its default
+#: (list it in the method's `later_settings`).
+DERIVED_SETTING = Param("derived", "bool", "derive the channel's and the prior's quantities from their "
+                        "likelihood and density (closed forms off)", False)
+
+
 def canonical_float(value):
     """Round to 12 significant digits, so 0.1 from a linspace and 0.1 typed by hand are one point."""
     return float(f"{float(value):.12g}")

@@ -67,9 +67,11 @@ ENTRY_POINT_GROUPS = {"channel": "seqphase.channels", "prior": "seqphase.priors"
 #: rule per (omega, V) for all labels (`label_table`), a continuous y's g_out on a fixed rule; 1 (no suffix in
 #: the tag): per-label shared rules and per-sample adaptive quadrature.
 DERIVED_CHANNEL_VERSION = 4
-#: the same for p = 2 channel plug-ins (core/multiindex/plugin_channel.py). 3: the adaptive rules' kink check
+#: the same for p = 2 channel plug-ins (core/multiindex/plugin_channel.py). 4: the thresholds' y rule of a
+#: continuous y bisected where the law of y is not resolved, and evenness checked off the axes (a sign
+#: pattern's value on an axis is a convention); 3: the adaptive rules' kink check
 #: (`numerics.adaptive_moments`, `adaptive_integrals`)
-DERIVED_VECTOR_CHANNEL_VERSION = 3
+DERIVED_VECTOR_CHANNEL_VERSION = 4
 
 
 # -- naming, loading and identity ------------------------------------------------------------------

@@ -30,17 +30,14 @@ from seqphase.core.glm import se as se_mod
 from seqphase.core.glm import thresholds
 from seqphase.core.glm.channels import CHANNELS
 from seqphase.core.glm.priors import PRIORS, DerivedPrior
-from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, SeededMethod, Variable, Work
+from seqphase.core.models import DERIVED_SETTING, REQUIRED, Layout, Method, Model, Param, SeededMethod, Variable, Work
 from seqphase.core.search import K_SETTING, check_bracket, section_search, side_by_side, single
 from seqphase.core.numerics import forward_fill, nan_log
 
 _P = 1  # scalar GLM: the overlap is a 1 x 1 matrix, stored with the same (row, col) dims as p x p models
 
-#: every method's switch of the closed forms: with it, a shipped channel and prior run as any user's
-#: `seqphase.Likelihood` / `seqphase.Prior` does, everything derived from the likelihood and the density
-#: (core/plugins.py, core/glm/priors.py). Out of a sweep's identity at its default (`later_settings`).
-DERIVED = Param("derived", "bool", "derive the channel's and the prior's quantities from their likelihood "
-                "and density (closed forms off)", False)
+#: every method's switch of the closed forms (core/plugins.py, core/glm/priors.py)
+DERIVED = DERIVED_SETTING
 
 _SE_SETTINGS = {
     "damping": Param("damping", "float", "weight of the old iterate in x <- (1-d) step(x) + d x",

@@ -31,7 +31,8 @@ import itertools
 
 import numpy as np
 
-from seqphase.core.channel import AbsChannel, Channel, SquareChannel
+from seqphase.core.channel import AbsChannel, Channel, NoisyChannel, SquareChannel
+from seqphase.core.contract import Likelihood
 from seqphase.core.errors import ParameterError
 from seqphase.core.numerics import panel_rule
 
@@ -41,17 +42,43 @@ from . import posterior as post
 P_MAX = 3
 
 
-class MIChannel(Channel):
-    """A multi-index channel: the protocol's sample / g_out, plus the posterior moments that g_out is
-    derived from and the threshold interface (see the module docstring)."""
+class MIChannel(Channel, Likelihood):
+    """A multi-index channel: a `seqphase.Likelihood` (``labels``, ``log_likelihood``, ``sample``; a
+    channel whose y is a function of z with a continuous y is ``noiseless`` and has `noisy`), with the
+    closed-form posterior moments that g_out is derived from and the threshold interface (see the module
+    docstring). The closed forms are overrides of what the derived route
+    (`plugin_channel.DerivedVectorChannel`) computes from the likelihood."""
 
     name = "mi-channel"
     p = 1
     even = True  # E[z | y] = 0 at omega = 0, V = I
     discrete = False
+    noiseless = True  # every shipped channel with a continuous y is a function of z
 
     def sample(self, z, rng):
         raise NotImplementedError
+
+    def log_likelihood(self, y, z):
+        raise ValueError(f"{type(self).__name__} is noiseless (y a function of z): it has no finite "
+                         "likelihood; use its noisy(delta) form")
+
+    def noiseless_value(self, z):
+        """f(z) of a noiseless channel, z (..., p)."""
+        z = np.asarray(z, float)
+        return self.sample(z.reshape(-1, self.p), None).reshape(z.shape[:-1])
+
+    def noisy(self, delta):
+        """y = f(z) + sqrt(delta) n: the finite likelihood of a noiseless channel y = f(z)."""
+        if not self.noiseless:
+            raise ValueError(f"{type(self).__name__} has a finite likelihood: it needs no noisy form")
+        return NoisyChannel(self, delta)
+
+    def label_values(self):
+        """The labels of a discrete y as an array (ParameterError for a continuous y)."""
+        if self.labels is None:
+            raise ParameterError("params.channel", f"{self.name} has a continuous y (labels = None)",
+                                 "use a channel with a discrete y")
+        return np.asarray(self.labels, float)
 
     def _posterior(self, y, omega, V):
         raise NotImplementedError
@@ -103,14 +130,21 @@ class SignPatternChannel(MIChannel):
     """y = f(sign z): the posterior is a Gaussian restricted to a union of orthants."""
 
     discrete = True
+    noiseless = False
     n_genz = 24
 
     def label(self, s):  # s (..., p) of +-1
         raise NotImplementedError
 
+    @property
     def labels(self):
         pats = np.array(list(itertools.product((1.0, -1.0), repeat=self.p)))
-        return np.unique(self.label(pats))
+        return tuple(float(v) for v in np.unique(self.label(pats)))
+
+    def log_likelihood(self, y, z):
+        """0 where y is the label of z's sign pattern, -inf elsewhere (sign 0 counts as +, as `sample`)."""
+        z = np.asarray(z, float)
+        return np.where(self.label(np.where(z >= 0, 1.0, -1.0)) == np.asarray(y, float), 0.0, -np.inf)
 
     def patterns(self, value):
         pats = np.array(list(itertools.product((1.0, -1.0), repeat=self.p)))
@@ -124,7 +158,7 @@ class SignPatternChannel(MIChannel):
         logZ = np.full(n, -np.inf)
         mean = np.zeros((n, self.p))
         second = np.zeros((n, self.p, self.p))
-        known = self.labels()
+        known = self.label_values()
         if not np.all(np.isin(y, known)):
             raise ParameterError("y", f"labels of channel {self.name!r} must be in {list(known)}")
         for value in known:
@@ -136,7 +170,7 @@ class SignPatternChannel(MIChannel):
         return logZ, mean, second
 
     def y_rule(self, fine=True):
-        y = self.labels().astype(float)
+        y = self.label_values().astype(float)
         return y, np.ones_like(y)
 
     def cond_moments(self, y):
@@ -145,7 +179,7 @@ class SignPatternChannel(MIChannel):
         y = np.asarray(y, float).reshape(-1)
         mean = np.zeros((y.shape[0], self.p))
         second = np.zeros((y.shape[0], self.p, self.p))
-        for value in self.labels():
+        for value in self.label_values():
             pats = np.array(self.patterns(value))
             m = np.sqrt(2 / np.pi) * pats.mean(0)
             ss = np.einsum("ki,kj->ij", pats, pats) / len(pats)
@@ -156,7 +190,7 @@ class SignPatternChannel(MIChannel):
         return mean, second
 
     def base_law(self, fine=True):
-        y = self.labels().astype(float)
+        y = self.label_values().astype(float)
         pats = np.array(list(itertools.product((1.0, -1.0), repeat=self.p)))
         lab = self.label(pats)
         return y, np.array([(lab == v).mean() for v in y])

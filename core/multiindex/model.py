@@ -32,7 +32,7 @@ import numpy as np
 
 from seqphase.core import onset, plugins
 from seqphase.core.errors import ParameterError
-from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, SeededMethod, Variable
+from seqphase.core.models import DERIVED_SETTING, REQUIRED, Layout, Method, Model, Param, SeededMethod, Variable
 from seqphase.core.multiindex import figures
 from seqphase.core.multiindex import gamp as mgamp
 from seqphase.core.multiindex import se as mse
@@ -51,6 +51,7 @@ _SE = {
                       low_inclusive=True),
     "n_mc": Param("n_mc", "int", "Monte Carlo samples (common random numbers)", 4000, low=100,
                   high=10_000_000, low_inclusive=True),
+    "derived": DERIVED_SETTING,
 }
 _GAMP = {
     "d": Param("d", "int", "dimension", 1000, low=10, high=100_000, low_inclusive=True),
@@ -64,6 +65,7 @@ _GAMP = {
     "variance": Param("variance", "choice", "GAMP variance update (core/multiindex/gamp.py): auto = Nishimori, "
                       "analytic total precision once 1 - V >= 0.9", "auto",
                       choices=("auto", "nishimori", "analytic")),
+    "derived": DERIVED_SETTING,
 }
 # the sequential design of core/onset.py, on request: the grid stays the default (the stored points'), and
 # seeds are added only where a spec sets alpha_se (no stopping rule: run_instance runs to tol or the cap)
@@ -83,6 +85,7 @@ _THR = {
                        low=0.0, high=1e-3, low_inclusive=True),
     "bisection": Param("bisection", "bool", "also locate every threshold by SE bisection", True),
     "k": K_SETTING,
+    "derived": DERIVED_SETTING,
 }
 
 
@@ -92,13 +95,35 @@ _THR = {
 ISO_SE = {"z1z2": dict(n_gh=12, res=1.0, tol=1e-6, q_perfect=1 - 1e-5), "sign-z1z2": dict(n_gh=40, tol=1e-8)}
 
 
-def channel_of(params):
+def channel_of(params, settings=None):
     """The channel of a point ("norm2" takes p; p = 0 means "not used"), or a user plug-in
     ("module:Class", core/plugins.py) built with its constructor keywords from the point's parameters and
-    derived by quadrature (`plugin_channel.DerivedVectorChannel`)."""
+    derived by quadrature (`plugin_channel.DerivedVectorChannel`). Every channel is a
+    `seqphase.Likelihood`; the setting ``derived`` runs a shipped one through the derived route, its closed
+    forms left aside."""
     if params["channel"] in MI_CHANNELS:
-        return make_channel(params["channel"], params.get("p") or None)
+        channel = make_channel(params["channel"], params.get("p") or None)
+        if (settings or {}).get("derived"):
+            check_derived(params, settings)
+            channel = DerivedVectorChannel(channel, name=params["channel"])
+        return channel
     return DerivedVectorChannel(plugins.for_point(params, "channel"), name=params["channel"])
+
+
+def check_derived(params, settings):
+    """``derived = true`` needs a shipped channel with a finite likelihood and p = 2: a noiseless one (y a
+    function of z with a continuous y: z1 z2, norm2, ...) has closed forms only, and the route integrates
+    over z in two dimensions."""
+    if not (settings or {}).get("derived") or params["channel"] not in MI_CHANNELS:
+        return
+    channel = make_channel(params["channel"], params.get("p") or None)
+    if channel.noiseless:
+        raise ParameterError("method.derived", f"channel {params['channel']!r} is noiseless: it has no finite "
+                             "likelihood to derive from", "set derived = false, or run its noisy form "
+                             "y = f(z) + sqrt(delta) n as a plug-in")
+    if channel.p != 2:
+        raise ParameterError("method.derived", f"channel {params['channel']!r} has p = {channel.p}; the derived "
+                             "route of the multi-index family is for p = 2", "set derived = false")
 
 
 _MATRIX = ("row", "col")
@@ -127,8 +152,11 @@ class SE(Method):
         v["branches_differ"] = Variable((), "i1", "1 if the two starts reach different overlaps")
         return Layout(dims, v)
 
+    def check(self, params, settings):
+        check_derived(params, settings)
+
     def run(self, params, settings, seed_sequence):
-        ch, alpha = channel_of(params), params["alpha"]
+        ch, alpha = channel_of(params, settings), params["alpha"]
         rng = np.random.default_rng(seed_sequence)
         expect = mse.Expectation(ch, "mc", n_mc=settings["n_mc"], rng=rng)
         kw = dict(damping=settings["damping"], tol=settings["tol"], max_iter=settings["max_iter"], expect=expect)
@@ -155,7 +183,7 @@ class SE(Method):
 
 def gamp_instance(params, settings, alpha, d, stream):
     """GAMP on one instance drawn from `stream` (the gamp and onset methods' instance): its trace."""
-    ch = channel_of(params)
+    ch = channel_of(params, settings)
     rng = np.random.default_rng(stream)
     X, W, y = mgamp.sample_instance(ch, alpha, d, rng)
     return mgamp.run_gamp(ch, X, y, W, max_iter=settings["max_iter"], damping=settings["damping"],
@@ -187,8 +215,11 @@ class GAMP(SeededMethod):
                 "self_overlap": pad_matrix(forward_fill(tr.self_overlap, n_trace), P_MAX),
                 "n_iter": tr.n_iter, "converged": int(tr.converged)}
 
+    def check(self, params, settings):
+        check_derived(params, settings)
+
     def run_shared(self, params, settings, seed_sequence):
-        ch, alpha = channel_of(params), params["alpha"]
+        ch, alpha = channel_of(params, settings), params["alpha"]
         out = {}
         if ch.name in ISO_SE:  # deterministic SE on Q = q I (the SE fixed point is isotropic here)
             q, _ = mse.iso_se(ch, alpha, **ISO_SE[ch.name])
@@ -210,15 +241,19 @@ class Onset(onset.OnsetMethod):
     observables = ("overlap",)
     transitions = {"alpha": "overlap"}
 
+    def check(self, params, settings):
+        super().check(params, settings)
+        check_derived(params, settings)
+
     def run_instance(self, params, settings, alpha, d, stream):
         tr = gamp_instance(params, settings, alpha, d, stream)
         return {"overlap": float(np.linalg.svd(np.atleast_2d(tr.overlap[-1]), compute_uv=False).mean()),
                 "n_iter": tr.n_iter, "converged": int(tr.converged)}
 
 
-def threshold_work(params, what, **kwargs):
+def threshold_work(params, what, derived=False, **kwargs):
     """One work of a threshold point (`mth.stage_work` on the point's channel)."""
-    return mth.stage_work(channel_of(params), what, **kwargs)
+    return mth.stage_work(channel_of(params, {"derived": derived}), what, **kwargs)
 
 
 class Threshold(Method):
@@ -238,15 +273,17 @@ class Threshold(Method):
 
     def check(self, params, settings):
         check_bracket(settings)
+        check_derived(params, settings)
 
     def tasks(self, params, settings, seed_sequence):
         """The point as a graph (version 2, `mth.staircase_route`): the stability work, then the SE
         bisections side by side as k-sections of probes."""
         self.check(params, settings)
-        ch = channel_of(params)
+        ch = channel_of(params, settings)
+        derived = {"derived": True} if settings["derived"] else {}  # the stored works' arguments unchanged
 
         def make(what, **kwargs):
-            return threshold_work, dict(kwargs, params=params, what=what)
+            return threshold_work, dict(kwargs, params=params, what=what, **derived)
 
         stages = yield from mth.staircase_route(ch, make, alpha_lo=settings["alpha_lo"], alpha_hi=settings["alpha_hi"],
                                                 rtol=settings["rtol"], side_info=settings["side_info"],
@@ -292,15 +329,16 @@ class MultiIndexModel(Model):
                            low_inclusive=True),
             },
             methods={
-                "se": SE(_SE, version=1, doc="p x p state evolution, two starts"),
+                "se": SE(_SE, version=1, doc="p x p state evolution, two starts", later_settings=("derived",)),
                 "gamp": GAMP(_GAMP, version=3, doc="GAMP with p x p Onsager terms (v2: damping-consistent "
-                                                   "Onsager term; v3: variance update auto, no V -> 0 runaway)"),
+                                                   "Onsager term; v3: variance update auto, no V -> 0 runaway)",
+                             later_settings=("derived",)),
                 "threshold": Threshold(_THR, version=2, doc="grand staircase, two ways per stage (v2: a graph of "
                                                         "tasks, the bisections as k-sections of probes)",
-                                       excludes=("alpha",)),
+                                       excludes=("alpha",), later_settings=("derived",)),
                 "onset": Onset(_ONSET, version=2, doc="weak-learnability onset by GAMP at several sizes d, "
                                "extrapolated d -> infinity (v2: diverged GAMP runs left out of the rule)",
-                               excludes=("alpha",), later_settings=tuple(_DESIGN)),
+                               excludes=("alpha",), later_settings=tuple(_DESIGN) + ("derived",)),
             },
         )
 

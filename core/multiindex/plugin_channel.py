@@ -78,14 +78,18 @@ class DerivedVectorChannel(MIChannel):
         return plugins.checked(self.plugin, "sample", plugins.call(self.plugin, "sample", z, rng), z.shape[:-1],
                                allow_inf=False)
 
+    @property
     def labels(self):
+        return None if self._labels is None else tuple(self._labels)
+
+    def label_values(self):
         if not self.discrete:
             raise ParameterError("params.channel", f"{self.name} has a continuous y (labels = None)",
                                  "declare the labels of a discrete y")
         return self._labels.copy()
 
     def _is_even(self):
-        grid = np.linspace(-3.0, 3.0, 13)
+        grid = np.linspace(-3.0, 3.0, 13) + 0.0371  # off the axes: a sign pattern's value there is a convention
         z = np.stack(np.meshgrid(grid, grid, indexing="ij"), axis=-1).reshape(-1, 2)
         if self.discrete:
             y = np.repeat(self._labels, z.shape[0])
@@ -149,11 +153,49 @@ class DerivedVectorChannel(MIChannel):
             reach = 0.5 * (hi - lo)
             edges = np.unique(np.concatenate([np.linspace(lo - reach, lo, 9), quantiles,
                                               np.linspace(hi, hi + reach, 9)]))
+            if fine:
+                edges = self._refined_edges(edges, nodes)
             x, w = np.polynomial.legendre.leggauss(nodes)
             a, b = edges[:-1, None], edges[1:, None]
             cache[fine] = (((a + b) / 2 + (b - a) / 2 * x).ravel(), ((b - a) / 2 * w).ravel())
         y, w = cache[fine]
         return y.copy(), w.copy()
+
+    def _refined_edges(self, edges, nodes, rounds=12, max_panels=4096):
+        """The quantile panels bisected where the law of y at omega = 0, V = I (and its E[z z^T | y]) is not
+        resolved: a panel whose Gauss-Legendre integrals of p(y) [1, E[z_i z_j | y]] differ from its two
+        halves' by more than 1e-4 of its own (a hundred times the posterior's quadrature noise, which does
+        not shrink with the panel) and 1e-7 of the total is split, until none is (or `rounds`, `max_panels`). An edge or a narrow peak of the law that
+        no quantile falls on (a noisy y = |z|^2 at y = 0) is thus resolved: thresholds integrate the law's
+        moments over this rule."""
+        x, w = np.polynomial.legendre.leggauss(nodes)
+
+        def integrals(a, b):
+            y = ((a + b) / 2)[:, None] + ((b - a) / 2)[:, None] * x
+            log_z, _, second = self.posterior(y.ravel(), np.zeros((y.size, 2)), np.eye(2))
+            density = np.exp(log_z)
+            parts = np.stack([density, density * second[:, 0, 0], density * second[:, 0, 1],
+                              density * second[:, 1, 1]], axis=1).reshape(y.shape + (4,))
+            return np.einsum("kn,knc->kc", ((b - a) / 2)[:, None] * w, parts)
+
+        a, b = edges[:-1], edges[1:]
+        whole = integrals(a, b)
+        scale = np.abs(whole).sum(axis=0).max()  # one scale: a component that vanishes by symmetry is noise
+        kept = []
+        for _ in range(rounds):
+            mid = 0.5 * (a + b)
+            left, right = integrals(a, mid), integrals(mid, b)
+            error = np.abs(left + right - whole)
+            bad = np.any((error > 1e-4 * np.abs(whole)) & (error > 1e-7 * scale), axis=1)
+            kept.append(a[~bad])
+            if not bad.any() or len(np.concatenate(kept)) + 2 * bad.sum() > max_panels:
+                kept.append(np.concatenate([a[bad], mid[bad]]))
+                break
+            a, b = np.concatenate([a[bad], mid[bad]]), np.concatenate([mid[bad], b[bad]])
+            whole = np.concatenate([left[bad], right[bad]])
+        else:
+            kept.append(a)
+        return np.unique(np.concatenate(kept + [edges[-1:]]))
 
     def __repr__(self):
         return f"DerivedVectorChannel({self.plugin!r})"

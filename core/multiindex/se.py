@@ -129,7 +129,7 @@ def gen_error_mc(channel, Q, n=4000, rng=None):
     z = omega + rng.standard_normal((n, p)) @ psd_sqrt(V).T
     y = channel.sample(z, rng)
     if channel.discrete:
-        labels = channel.labels().astype(float)
+        labels = channel.label_values().astype(float)
         logp = np.stack([channel.posterior(np.full(n, lab), omega, V)[0] for lab in labels], 1)
         pred = labels[np.argmax(logp, axis=1)]
         return float(np.mean(pred != y))
@@ -175,7 +175,7 @@ def _iso_y_rule(channel, res):
     panels in s = log|y| on [-18, log(ymax)] (mass below e^-18 is < 1e-6 relative), `res` scales the
     node density."""
     if channel.discrete:
-        y = channel.labels().astype(float)
+        y = channel.label_values().astype(float)
         return y, np.ones_like(y)
     top = np.log(80.0) if channel.p == 2 else np.log(400.0)
     s, w = panel_rule(-18.0, float(top), 1.0 / res, 10)

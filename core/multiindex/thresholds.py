@@ -296,7 +296,7 @@ def committee_branch_m(channel, alpha, *, n_gh=40, tol=1e-10, max_iter=2000, m0=
         m0 = cache[min(cache, key=lambda a: abs(a - alpha))] if cache else 1e-3
     e = E_COMMITTEE
     x, w = gauss_hermite(n_gh)
-    labels = channel.labels().astype(float)
+    labels = channel.label_values().astype(float)
 
     def mhat(m):
         V = np.eye(3) - m * np.outer(e, e)
@@ -338,7 +338,7 @@ def committee_lambda_perp(channel, m, n_gh=40):
     V = np.eye(3) - m * np.outer(e, e)
     om = np.sqrt(m) * x[:, None] * e[None, :]
     tot = 0.0
-    for lab in channel.labels().astype(float):
+    for lab in channel.label_values().astype(float):
         logZ, _, second = channel.posterior(np.full(len(x), lab), om, V)
         c = 0.5 * np.einsum("ij,nji->n", Pp, second)
         tot += np.sum(w * np.exp(logZ) * (c - 1) ** 2)
@@ -380,7 +380,7 @@ def committee_grows(channel, a, delta=1e-5, steps=3):
         om = np.sqrt(m) * X3[:, :1] * e[None, :] + np.sqrt(d) * X3[:, 1:] @ F.T
         Vi = np.linalg.inv(V)
         Qh = np.zeros((3, 3))
-        for lab in channel.labels().astype(float):
+        for lab in channel.label_values().astype(float):
             logZ, mean, _ = channel.posterior(np.full(len(Wn), lab), om, V)
             g = (mean - om) @ Vi.T
             Qh += np.einsum("n,ni,nj->ij", Wn * np.exp(logZ), g, g)

@@ -86,6 +86,9 @@ SHIPPED_LIKELIHOODS = [
     pytest.param(lambda: GLM_CHANNELS["abs"]().noisy(0.05), id="abs-noisy-0.05", marks=SLOW),
     pytest.param(lambda: GLM_CHANNELS["square"]().noisy(0.05), id="square-noisy-0.05", marks=SLOW),
     pytest.param(lambda: GLM_CHANNELS["linear"](0.0).noisy(0.05), id="linear-noiseless-noisy-0.05", marks=SLOW),
+    pytest.param(lambda: make_channel("sign-z1z2"), id="sign-z1z2"),
+    pytest.param(lambda: make_channel("z1z2").noisy(0.1), id="z1z2-noisy-0.1", marks=SLOW),
+    pytest.param(lambda: make_channel("norm2", 2).noisy(0.1), id="norm2-noisy-0.1", marks=SLOW),
 ]
 
 
