@@ -410,8 +410,11 @@ def list_sweeps():
     Returns
     -------
     list of dict
-        One ``{"name", "model", "method", "points", "title"}`` per sweep of ``sweeps/specs/``.
+        One ``{"name", "model", "method", "points", "title", "cost"}`` per sweep of ``sweeps/specs/``;
+        ``cost`` is its measured `seqphase.sweeps.costs.SweepCost` (CPU-s, how it was measured, the
+        command), or None.
     """
+    from seqphase.sweeps.costs import sweep_cost
     from seqphase.sweeps.spec import load_sweep, shipped_specs
 
     out = []
@@ -421,7 +424,7 @@ def list_sweeps():
         for values in sweep.params.values():
             size *= len(values)
         out.append({"name": name, "model": sweep.model, "method": sweep.method, "points": size,
-                    "title": sweep.title})
+                    "title": sweep.title, "cost": sweep_cost(name)})
     return out
 
 

@@ -321,9 +321,17 @@ def _check_not_locked(store):
 def cmd_list(args):
     from seqphase.api import list_sweeps
 
-    rows = [[row["name"], f"{row['model']}/{row['method']}", str(row["points"]), row["title"]] for row in list_sweeps()]
-    _print_lines(columns([["sweep", "model/method", "points", "title"]] + rows, right={2}))
+    rows = [[row["name"], f"{row['model']}/{row['method']}", str(row["points"]), _cpu_cell(row["cost"]), row["title"]]
+            for row in list_sweeps()]
+    _print_lines(columns([["sweep", "model/method", "points", "CPU-s", "title"]] + rows, right={2, 3}))
     return 0
+
+
+def _cpu_cell(cost):
+    """A sweep's CPU-s in `list`: "~" where estimated from a subset of its points, "?" without a record."""
+    if cost is None:
+        return "?"
+    return ("" if cost.whole else "~") + f"{cost.cpu_s:,.0f}"
 
 
 def columns(rows, right=()):

@@ -2,10 +2,10 @@
 
 Each `Paper` names its sweeps (`Run`: a shipped spec, the figure it reproduces, and the `--set` overrides of
 its reduced `--quick` grid, the same mechanism as `seqphase run --set`), the docs page that discusses it and
-the measured cost of a reproduction (`Cost`, at `--quick` and full size: `seqphase reproduce ID [--quick]
---workers 2` into an empty store, the report included; None where not measured). A `Run` may also take its
-alpha grid from a published data file (`published_grid`): the agreement table then compares at the
-published points themselves, with no interpolation. Quick runs are stored under NAME.quick so that they
+the cost of a reproduction (`Cost`, from sweeps/costs.toml: `seqphase reproduce ID --quick --workers 2`
+measured whole, and the full size as the sum of its runs' measured costs, `seqphase.sweeps.costs`). A `Run`
+may also take its alpha grid from a published data file (`published_grid`): the agreement table then
+compares at the published points themselves, with no interpolation. Quick runs are stored under NAME.quick so that they
 never mix with the full-size results.
 
 The agreement checks of each paper are in `results/report.py` (they read the stored results).
@@ -16,9 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from seqphase.core.errors import SeqphaseError
+from seqphase.sweeps.costs import Cost, full_cost, quick_cost  # noqa: F401 -- Cost, as before
 
 QUICK_SUFFIX = ".quick"
-SHARED = "other jobs on the same cores: an upper bound of the wall time"
 
 
 @dataclass(frozen=True)
@@ -56,22 +56,6 @@ class Run:
 
 
 @dataclass(frozen=True)
-class Cost:
-    """A measured reproduction: `seqphase reproduce ID [--quick] --workers WORKERS` into an empty store, the
-    report included, on a machine with as many cores as workers."""
-
-    wall_s: float               # wall seconds of the command
-    cpu_s: float                # CPU seconds, user + system, of the driver and its workers
-    workers: int = 2
-    covers: str = ""            # what was measured when not every sweep of the paper, e.g. "SE sweeps only"
-    conditions: str = ""        # how busy the machine was, when not idle (kept with the figure, not printed)
-
-    def text(self):
-        text = f"wall {self.wall_s:.0f} s on {self.workers} workers, {self.cpu_s:.0f} CPU-s"
-        return f"{text} ({self.covers})" if self.covers else text
-
-
-@dataclass(frozen=True)
 class Paper:
     id: str
     title: str
@@ -80,13 +64,22 @@ class Paper:
     venue: str
     docs: str                       # the docs page (relative to the repository) that discusses the paper
     runs: tuple
-    full_cost: Cost | None = None   # measured cost of a full reproduction (None: not measured)
-    quick_cost: Cost | None = None  # of `--quick`
     notes: tuple = field(default_factory=tuple)
 
     @property
+    def quick_cost(self):
+        """The measured Cost of `seqphase reproduce ID --quick --workers 2` (sweeps/costs.toml), or None."""
+        return quick_cost(self.id)
+
+    @property
+    def full_cost(self):
+        """The Cost of the full reproduction: its runs' measured costs summed (`seqphase.sweeps.costs`)."""
+        return full_cost(self)
+
+    @property
     def cost_full(self):
-        """The full reproduction's cost in words ("wall 263 s on 2 workers, 507 CPU-s", or "not measured")."""
+        """The full reproduction's cost in words ("wall 263 s on 2 workers, 507 CPU-s (...)", or "not
+        measured")."""
         return self.full_cost.text() if self.full_cost else "not measured"
 
     @property
@@ -107,7 +100,7 @@ class Paper:
 
 PAPERS = {p.id: p for p in (
     Paper(
-        id="glm", quick_cost=Cost(46, 79), title="Optimal errors and phase transitions in high-dimensional generalized linear models",
+        id="glm", title="Optimal errors and phase transitions in high-dimensional generalized linear models",
         authors="Barbier, Krzakala, Macris, Miolane, Zdeborová", arxiv="1708.03395", venue="PNAS 2019",
         docs="docs/validation/glm.md",
         runs=(
@@ -124,7 +117,7 @@ PAPERS = {p.id: p for p in (
                 quick=("rho=0.25,0.5",), why_quick="rho = 0.25, 0.5 (6 rho)"),
         )),
     Paper(
-        id="multiindex", quick_cost=Cost(39, 69), title="Fundamental computational limits of weak learnability in high-dimensional "
+        id="multiindex", title="Fundamental computational limits of weak learnability in high-dimensional "
         "multi-index models", authors="Troiani, Dandi, Defilippis, Zdeborová, Loureiro, Krzakala",
         arxiv="2405.15480", venue="AISTATS 2025", docs="docs/validation/multiindex.md",
         runs=(
@@ -139,7 +132,7 @@ PAPERS = {p.id: p for p in (
                 why_quick="d = 200, 4 seeds, 60 iterations, 2 alphas (d = 1000, 16 seeds, 200, 4)"),
         )),
     Paper(
-        id="smi", quick_cost=Cost(202, 199, conditions="load 3.1, beside a 2-worker sweep"), title="Fundamental limits of learning in sequence multi-index models and deep attention "
+        id="smi", title="Fundamental limits of learning in sequence multi-index models and deep attention "
         "networks", authors="Troiani, Cui, Dandi, Krzakala, Zdeborová", arxiv="2502.00901", venue="ICML 2025",
         docs="docs/validation/smi.md",
         runs=(
@@ -170,7 +163,7 @@ PAPERS = {p.id: p for p in (
                           "draws (50000)"),
         )),
     Paper(
-        id="aim", quick_cost=Cost(39, 58), full_cost=Cost(571, 248, covers="SE sweeps only", conditions=SHARED), title="Bayes optimal learning of attention-indexed models",
+        id="aim", title="Bayes optimal learning of attention-indexed models",
         authors="Boncoraglio, Troiani, Erba, Zdeborová", arxiv="2506.01582", venue="NeurIPS 2025",
         docs="docs/validation/aim.md",
         runs=(
@@ -205,7 +198,7 @@ PAPERS = {p.id: p for p in (
                 why_quick="d = 30, 3 seeds, 8 students, 300 steps, 2 alphas (50, 16, 32, 1000, 6)"),
         )),
     Paper(
-        id="quadratic", quick_cost=Cost(16, 21), full_cost=Cost(143, 266, conditions=SHARED), title="Bayes-optimal learning of an extensive-width neural network from quadratically "
+        id="quadratic", title="Bayes-optimal learning of an extensive-width neural network from quadratically "
         "many samples", authors="Maillard, Troiani, Martin, Krzakala, Zdeborová", arxiv="2408.03733",
         venue="NeurIPS 2024", docs="docs/validation/quadratic.md",
         runs=(
@@ -229,7 +222,7 @@ PAPERS = {p.id: p for p in (
                 why_quick="d = 30, 3 instances, 6 students, 400 steps, 2 alphas (50, 16, 16, 1000, 5)"),
         )),
     Paper(
-        id="erm", quick_cost=Cost(78, 136), title="The nuclear route: sharp asymptotics of ERM in overparameterized quadratic networks",
+        id="erm", title="The nuclear route: sharp asymptotics of ERM in overparameterized quadratic networks",
         authors="Erba, Troiani, Zdeborová, Krzakala", arxiv="2505.17958", venue="preprint 2025",
         docs="docs/validation/quadratic-erm.md",
         runs=(
@@ -243,7 +236,7 @@ PAPERS = {p.id: p for p in (
                 why_quick="d = 30, 4 seeds, kappa = 2, noiseless, 2 alphas (60, 16, 2, 2, 6)"),
         )),
     Paper(
-        id="bsr", quick_cost=Cost(16, 21), full_cost=Cost(263, 507, conditions=SHARED), title="Bilinear sequence regression: a model for learning from long sequences of "
+        id="bsr", title="Bilinear sequence regression: a model for learning from long sequences of "
         "high-dimensional tokens", authors="Erba, Troiani, Biggio, Maillard, Zdeborová", arxiv="2410.18858",
         venue="PRX 2025", docs="docs/validation/bsr.md",
         runs=(

@@ -7,7 +7,9 @@ Directives (used by docs/reference/*.md):
 - ``seqphase-models``: every registered model (`seqphase.core.models.MODELS`): its parameters with kind,
   valid range, default and meaning, and each method with its settings and algorithm version;
 - ``seqphase-sweeps``: the shipped sweeps (`seqphase.api.list_sweeps`);
+- ``seqphase-sweep-costs``: what each shipped sweep costs (`seqphase.sweeps.costs`, sweeps/costs.toml);
 - ``seqphase-papers``: the papers `seqphase reproduce` covers (`seqphase.sweeps.papers.PAPERS`);
+- ``seqphase-paper-costs``: what each paper's reproduction costs, `--quick` and full size (`seqphase.sweeps.costs`);
 - ``seqphase-citations``: the paper behind every shipped sweep, by arXiv id (the papers of `PAPERS`, matched to a
   sweep that no paper lists by the sweep's model);
 - ``seqphase-method-versions``: every method's current algorithm version and the plug-in derivation versions
@@ -196,9 +198,39 @@ class SweepsDirective(_GeneratedDirective):
     def lines(self):
         from seqphase.api import list_sweeps
 
-        rows = [[_literal(s["name"]), f"{s['model']} / {s['method']}", str(s["points"]), _prose(s["title"])]
-                for s in list_sweeps()]
-        return _list_table(["name", "model / method", "points", "title"], rows, widths=[25, 20, 8, 47])
+        rows = [[_literal(s["name"]), f"{s['model']} / {s['method']}", str(s["points"]), _cpu_text(s["cost"]),
+                 _prose(s["title"])] for s in list_sweeps()]
+        return _list_table(["name", "model / method", "points", "CPU-s", "title"], rows, widths=[24, 18, 7, 9, 42])
+
+
+def _cpu_text(cost):
+    """A sweep's CPU-s as `seqphase list` prints it ("~" where estimated from a subset of its points)."""
+    from seqphase.cli import _cpu_cell
+
+    return _cpu_cell(cost).replace("~", "\\~")
+
+
+class SweepCostsDirective(_GeneratedDirective):
+    """What each shipped sweep costs, from `seqphase.sweeps.costs` (sweeps/costs.toml): points, CPU-s, wall on
+    2 workers where run whole, the longest chain, how it was measured and the command."""
+
+    def lines(self):
+        from seqphase.api import list_sweeps
+
+        rows = []
+        for s in list_sweeps():
+            cost = s["cost"]
+            if cost is None:
+                rows.append([_literal(s["name"]), str(s["points"]), "not measured", " ", " ", " ", " "])
+                continue
+            wall = f"{cost.wall_s:,.0f}" if cost.wall_s is not None else " "
+            how = cost.how + (f" ({_prose(cost.source)})" if cost.source else "")
+            rows.append([_literal(s["name"]), str(cost.points), f"{cost.cpu_s:,.0f}", wall,
+                         f"{cost.chain_s:,.1f}" if cost.chain_s is not None else "not recorded",
+                         how, _literal(cost.command)])
+        return _list_table(["sweep", "points", "CPU-s", "wall s on 2 workers", "longest chain s",
+                            "how measured", "command of the points measured"], rows,
+                           widths=[18, 6, 8, 8, 8, 17, 35])
 
 
 class PapersDirective(_GeneratedDirective):
@@ -212,6 +244,28 @@ class PapersDirective(_GeneratedDirective):
                 for p in PAPERS.values()]
         return _list_table(["id", "paper", "sweeps", "`--quick` cost", "full-size cost"], rows,
                            widths=[8, 32, 30, 15, 15])
+
+
+class PaperCostsDirective(_GeneratedDirective):
+    """What each paper's reproduction costs: `--quick` measured whole, full size summed over its sweeps."""
+
+    def lines(self):
+        from seqphase.sweeps.costs import sweep_cost
+        from seqphase.sweeps.papers import PAPERS
+
+        rows = []
+        for p in PAPERS.values():
+            quick, full = p.quick_cost, p.full_cost
+            runs = [sweep_cost(r.stored_name(False)) for r in p.runs]
+            whole = sum(1 for c in runs if c is not None and c.whole)
+            rows.append([_literal(p.id), f"{quick.wall_s:,.0f}" if quick else "not measured",
+                         f"{quick.cpu_s:,.0f}" if quick else " ", f"{full.cpu_s:,.0f}" if full else "not measured",
+                         (f"{'~' if full.estimated else ''}{full.wall_s:,.0f}").replace("~", "\\~") if full else " ",
+                         f"{full.chain_s:,.0f}" if full else " ", f"{whole} of {len(runs)}",
+                         _prose(full.text()) if full else " "])
+        return _list_table(["paper", "`--quick` wall s", "`--quick` CPU-s", "full CPU-s", "full wall s on 2 workers",
+                            "full longest chain s", "runs measured whole", "full size, as `reproduce --list` says"],
+                           rows, widths=[8, 8, 8, 9, 9, 9, 9, 40])
 
 
 def _sweep_papers():
@@ -277,7 +331,9 @@ def setup(app):
     app.add_directive("seqphase-cli", CliDirective)
     app.add_directive("seqphase-models", ModelsDirective)
     app.add_directive("seqphase-sweeps", SweepsDirective)
+    app.add_directive("seqphase-sweep-costs", SweepCostsDirective)
     app.add_directive("seqphase-papers", PapersDirective)
+    app.add_directive("seqphase-paper-costs", PaperCostsDirective)
     app.add_directive("seqphase-citations", CitationsDirective)
     app.add_directive("seqphase-method-versions", MethodVersionsDirective)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
