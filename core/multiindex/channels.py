@@ -52,8 +52,11 @@ class MIChannel(Channel, Likelihood):
     name = "mi-channel"
     p = 1
     even = True  # E[z | y] = 0 at omega = 0, V = I
-    discrete = False
     noiseless = True  # every shipped channel with a continuous y is a function of z
+
+    @property
+    def discrete(self):
+        return self.labels is not None
 
     def sample(self, z, rng):
         raise NotImplementedError
@@ -77,7 +80,7 @@ class MIChannel(Channel, Likelihood):
         """The labels of a discrete y as an array (ParameterError for a continuous y)."""
         if self.labels is None:
             raise ParameterError("params.channel", f"{self.name} has a continuous y (labels = None)",
-                                 "use a channel with a discrete y")
+                                 "declare the labels of a discrete y")
         return np.asarray(self.labels, float)
 
     def _posterior(self, y, omega, V):
@@ -129,7 +132,6 @@ class MIChannel(Channel, Likelihood):
 class SignPatternChannel(MIChannel):
     """y = f(sign z): the posterior is a Gaussian restricted to a union of orthants."""
 
-    discrete = True
     noiseless = False
     n_genz = 24
 

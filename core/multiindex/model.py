@@ -104,7 +104,7 @@ def channel_of(params, settings=None):
     if params["channel"] in MI_CHANNELS:
         channel = make_channel(params["channel"], params.get("p") or None)
         if (settings or {}).get("derived"):
-            check_derived(params, settings)
+            refuse_underivable(channel)
             channel = DerivedVectorChannel(channel, name=params["channel"])
         return channel
     return DerivedVectorChannel(plugins.for_point(params, "channel"), name=params["channel"])
@@ -114,15 +114,18 @@ def check_derived(params, settings):
     """``derived = true`` needs a shipped channel with a finite likelihood and p = 2: a noiseless one (y a
     function of z with a continuous y: z1 z2, norm2, ...) has closed forms only, and the route integrates
     over z in two dimensions."""
-    if not (settings or {}).get("derived") or params["channel"] not in MI_CHANNELS:
-        return
-    channel = make_channel(params["channel"], params.get("p") or None)
+    if (settings or {}).get("derived") and params["channel"] in MI_CHANNELS:
+        refuse_underivable(make_channel(params["channel"], params.get("p") or None))
+
+
+def refuse_underivable(channel):
+    """ParameterError (one line) for a shipped channel the derived route cannot run (`check_derived`)."""
     if channel.noiseless:
-        raise ParameterError("method.derived", f"channel {params['channel']!r} is noiseless: it has no finite "
+        raise ParameterError("method.derived", f"channel {channel.name!r} is noiseless: it has no finite "
                              "likelihood to derive from", "set derived = false, or run its noisy form "
                              "y = f(z) + sqrt(delta) n as a plug-in")
     if channel.p != 2:
-        raise ParameterError("method.derived", f"channel {params['channel']!r} has p = {channel.p}; the derived "
+        raise ParameterError("method.derived", f"channel {channel.name!r} has p = {channel.p}; the derived "
                              "route of the multi-index family is for p = 2", "set derived = false")
 
 

@@ -52,6 +52,7 @@ def dimension(plugin):
 class DerivedVectorChannel(MIChannel):
     """A p = 2 `Likelihood` with the multi-index channel interface (module docstring)."""
 
+    noiseless = False  # a finite likelihood, by construction
     label_seed = 20240601
     n_rule_draws = {True: 1 << 15, False: 1 << 12}
     rule_panels = {True: (48, 8), False: (16, 4)}  # (quantile panels, Gauss-Legendre nodes each)
@@ -61,8 +62,7 @@ class DerivedVectorChannel(MIChannel):
         self.plugin = plugin
         self.name = name
         self.tol = float(tol)
-        self.discrete = plugin.labels is not None
-        self._labels = None if not self.discrete else np.asarray(plugin.labels, dtype=float)
+        self._labels = None if plugin.labels is None else np.asarray(plugin.labels, dtype=float)
         self.even = self._is_even()
         self.directional = self._is_directional()
 
@@ -81,12 +81,6 @@ class DerivedVectorChannel(MIChannel):
     @property
     def labels(self):
         return None if self._labels is None else tuple(self._labels)
-
-    def label_values(self):
-        if not self.discrete:
-            raise ParameterError("params.channel", f"{self.name} has a continuous y (labels = None)",
-                                 "declare the labels of a discrete y")
-        return self._labels.copy()
 
     def _is_even(self):
         grid = np.linspace(-3.0, 3.0, 13) + 0.0371  # off the axes: a sign pattern's value there is a convention
