@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.special import expit as _expit
 
+from seqphase.core.errors import ParameterError
 from seqphase.core.numerics import left_multiply, psd_sqrt, sym
 
 
@@ -316,7 +317,8 @@ def smi_se(channel, alpha, draws, *, Q0=None, side_info=0.0, damping=0.2, tol=1e
         keys = _newton_keys(Q, frozen) if newton else []
         if keys:
             step = lambda X, d: _step(channel, alpha, side_info, damping, eps, frozen, q_floor, d, X)[0]
-            stage = _NewtonStage(keys, _coarse_jacobian(step, draws.head(n // coarse), Q, keys), tol, growth_tol)
+            stage = _NewtonStage(keys, _coarse_jacobian(step, draws.head(n // coarse), Q, keys, eps), tol,
+                                 growth_tol)
     f_hist, Qh, it, converged = _iterate(*args, draws, Q, tol, max(max_iter - n_coarse, 1), stage)
     hist += f_hist[1:]
     return SEState(Q=f_hist[-1], Qhat=Qh, n_iter=n_coarse + it, converged=converged, history=np.array(hist),
@@ -345,20 +347,35 @@ def _newton_keys(Q, frozen, learned=1e-3):
     return [(a, b) for i, a in enumerate(learned_layers) for b in learned_layers[i:]]
 
 
-def _coarse_jacobian(step, draws, Q, keys, h=1e-4):
+def _coarse_jacobian(step, draws, Q, keys, eps, h=1e-4):
     """d G(Q)[keys] / d Q[keys] by forward differences of the map `step(Q, draws)` (a sampled map under
     common random numbers is deterministic and smooth, so the difference quotient has no noise; h = 1e-4
-    against entries of 1e-3 and more: truncation O(h) relative to the curvature)."""
+    against entries of 1e-3 and more: truncation O(h) relative to the curvature). Each difference is
+    taken where the cavity I - Q + eps I stays positive definite (`_difference_step`)."""
     rows, cols = np.array(keys).T
     base = step(Q, draws)[rows, cols]
     J = np.empty((len(keys), len(keys)))
     for j, (a, b) in enumerate(keys):
-        X = Q.copy()
-        delta = h if Q[a, b] + h < 1.0 else -h  # stay below Q_aa = 1, where the cavity degenerates
-        X[a, b] += delta
-        X[b, a] = X[a, b]
+        X, delta = _difference_step(Q, a, b, h, eps)
         J[:, j] = (step(X, draws)[rows, cols] - base) / delta
     return J
+
+
+def _difference_step(Q, a, b, h, eps):
+    """(Q moved by delta on the entries (a, b) and (b, a), delta): +h, or -h where Q_ab + h reaches 1; where
+    that cavity I - Q + eps I is not positive definite (Q within h of a degenerate cavity: a small eps next
+    to the perfect-recovery fixed point, e.g. 2 layers, alpha = 1.2, eps = 1e-6), the other sign, then
+    steps shrunk 4x at a time (a quotient over a smaller step has a smaller truncation error; the map is
+    deterministic, so no noise grows)."""
+    first = h if Q[a, b] + h < 1.0 else -h  # stay below Q_aa = 1, where the cavity degenerates
+    for delta in (first, -first, first / 4, -first / 4, first / 16, -first / 16, first / 64, -first / 64):
+        X = Q.copy()
+        X[a, b] += delta
+        X[b, a] = X[a, b]
+        if np.linalg.eigvalsh(cavity(X, eps)).min() > 0.0:
+            return X, delta
+    raise ParameterError("method.eps", f"the cavity I - Q + eps I is not positive definite within {h / 64:g} of "
+                         f"Q = {np.round(Q, 6).tolist()}", "use a larger eps")
 
 
 class _NewtonStage:
