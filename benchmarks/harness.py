@@ -16,7 +16,6 @@ import json
 import os
 import platform
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -216,8 +215,3 @@ def time_sweep(name, overrides, workers, store=None):
     width = summary.width
     return {"points": len(plan.points), "failed": summary.failed, "sweep_s": summary.elapsed_s, "total_s": total,
             "works": width.get("works", 0), "work_s": width.get("work_s", 0.0), "chain_s": width.get("chain_s", 0.0)}
-
-
-def python_command(*args):
-    """A command line running this interpreter: [sys.executable, *args]."""
-    return [sys.executable, *map(str, args)]
