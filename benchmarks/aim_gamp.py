@@ -22,15 +22,13 @@ Scaling exponents are least-squares slopes of log(time) and log(memory) against 
 
 from __future__ import annotations
 
-import argparse
-import os
+import harness
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-os.environ.setdefault("MKL_NUM_THREADS", "1")
+harness.single_threaded()
+
+import argparse  # noqa: E402
 
 import math  # noqa: E402
-import resource  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -137,7 +135,7 @@ def main(argv=None):
     parser.add_argument("--iters", type=int, default=4, help="timed iterations per point")
     parser.add_argument("--tensor-gb", type=float, default=2.5, help="largest design tensor to build")
     args = parser.parse_args(argv)
-    print(f"load average before: {os.getloadavg()}")
+    harness.print_machine()
     sizes = {1.0: [40, 60, 80, 100], 8.0: [30, 40, 50, 60, 80, 100]}
     if args.quick:
         sizes = {1.0: [30, 40], 8.0: [20, 30]}
@@ -174,8 +172,7 @@ def main(argv=None):
                   f"d^{slope(tds, [r[4][1] for r in tsub]):.2f}")
         else:
             print()
-    print(f"load average after: {os.getloadavg()}; ru_maxrss of this process "
-          f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3:.0f} MB")
+    print(f"peak RSS of this process {harness.peak_rss_mb():.0f} MB")
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ import time
 
 import numpy as np
 
+from harness import print_machine
 from seqphase.core.aim import gamp as gamp_mod
 from seqphase.core.aim import se
 from seqphase.core.aim.channels import make_channel
@@ -62,6 +63,7 @@ def main(argv=None):
         se_mse = se.closed_form_se(args.alpha, args.rho, se.counting_k("softmax", args.T)).mse
     else:
         se_mse = se.hardmax_se(args.alpha, args.rho, gout=args.gout).mse
+    print_machine()
     print(f"{args.channel} T = {args.T}, rho = {args.rho}, alpha = {args.alpha}: SE {se_mse:.4f}")
     print(f"{'d':>5} {'mean':>8} {'s.e.':>7} {'mean - SE':>10} {'in s.e.':>8} {'seconds':>8}")
     means, ses = [], []

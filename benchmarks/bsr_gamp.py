@@ -16,12 +16,11 @@ machine's free cores).
 
 from __future__ import annotations
 
-import argparse
-import os
+import harness
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-os.environ.setdefault("MKL_NUM_THREADS", "1")
+harness.single_threaded()
+
+import argparse  # noqa: E402
 
 import json  # noqa: E402
 import subprocess  # noqa: E402
@@ -69,14 +68,6 @@ def measure(rho, alpha, d, precision, max_iter):
             "final_mse": run.records[-1]}
 
 
-def peak_rss_mb():
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--d", type=int, default=100)
@@ -88,9 +79,10 @@ def main():
     args = parser.parse_args()
     if args.child:
         out = measure(args.rho, args.alpha[0], args.d, args.precision, args.max_iter)
-        out["peak_rss_MB"] = peak_rss_mb()
+        out["peak_rss_MB"] = harness.peak_rss_mb()
         print(json.dumps(out))
         return
+    harness.print_machine()
     print(f"{'rho':>4} {'alpha':>5} {'d':>4} {'n':>6} {'prec':>7} {'X MB':>6} {'draw s':>6} {'iters':>5} "
           f"{'s/iter':>7} {'X prod':>7} {'RIE':>7} {'peak MB':>8} {'final mse':>9}")
     for alpha in args.alpha:

@@ -8,16 +8,16 @@ vectorised bracketing).
 Per (rho, beta), in one process: `table` = the rectangular RIE's MMSE table (1201 noise levels, exact quadrature,
 built once per (rho, beta) and shared by every delta); per delta, `curve` = the parametric curve alpha(zeta) on
 1201 zeta with its monotonicity check, and `solve` = the `points` alphas = linspace(0, alpha_max, points) in one
-vectorised bisection (alpha_max = alpha_PR noiseless, 1.5 noisy). Wall clock; the machine may be shared (the load
-average is printed).
+vectorised bisection (alpha_max = alpha_PR noiseless, 1.5 noisy). Wall clock; the machine may be shared (the machine
+line gives its load).
 """
 
 import argparse
-import os
 import time
 
 import numpy as np
 
+from harness import print_machine
 from seqphase.core import rectangular_rie
 from seqphase.core.bsr import se
 from seqphase.core.bsr.channels import reduce_aspect
@@ -30,7 +30,7 @@ def main():
     parser.add_argument("--delta", type=float, nargs="+", default=[0.0, 0.5])
     parser.add_argument("--points", type=int, default=200)
     args = parser.parse_args()
-    print(f"load average {os.getloadavg()[0]:.2f}, cpus {os.cpu_count()}")
+    print_machine()
     print("rho | beta | delta | table s | curve s | solve s | ms per alpha (solve) | ms per alpha (all)")
     for rho in args.rho:
         for beta in args.beta:

@@ -19,13 +19,13 @@ process), and prints the ratios. Run it on an idle machine; figures in docs/benc
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 
 import numpy as np
 
 import seqphase
+from harness import median_time, print_machine
 from seqphase.core import plugins
 from seqphase.core.channel import AbsChannel, LinearChannel, SignChannel, SquareChannel
 from seqphase.core.glm import gamp, se, thresholds
@@ -122,15 +122,6 @@ def approach(_args):
               + ", ".join(gaps))
 
 
-def _median_time(run, repeats):
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
-
-
 def cost(args):
     """Median wall time of one SE point (both starts, alpha = 1, 2, 4 in turn) and of one GAMP run, derived
     against closed."""
@@ -148,7 +139,7 @@ def cost(args):
         def point(channel):
             return lambda: [se.glm_se_branches(prior, channel, alpha) for alpha in (1.0, 2.0, 4.0)]
 
-        a, b = _median_time(point(closed), args.repeats) / 3, _median_time(point(user), args.repeats) / 3
+        a, b = median_time(point(closed), args.repeats) / 3, median_time(point(user), args.repeats) / 3
         print(f"  {label}: closed {a * 1e3:.1f} ms, derived {b * 1e3:.1f} ms, ratio {b / a:.1f}")
     print("GAMP at d = 1000, alpha = 2, 30 iterations:")
     for label, closed, user in rows[:2]:
@@ -158,7 +149,7 @@ def cost(args):
             return lambda: gamp.run_gamp(prior, channel, F, y, x, max_iter=30, tol=0.0, rng=np.random.default_rng(2))
 
         run(user)()
-        a, b = _median_time(run(closed), args.repeats), _median_time(run(user), args.repeats)
+        a, b = median_time(run(closed), args.repeats), median_time(run(user), args.repeats)
         print(f"  {label}: closed {a * 1e3:.0f} ms, derived {b * 1e3:.0f} ms, ratio {b / a:.1f}")
 
 
@@ -215,7 +206,7 @@ def cost_p2(args):
         return lambda: mse.iso_se(channel, 3.0, **ISO_SE["sign-z1z2"])
 
     for label, make in (("se point (4,000 draws, both starts)", se_point), ("isotropic SE", iso)):
-        a, b = _median_time(make(False), args.repeats), _median_time(make(True), args.repeats)
+        a, b = median_time(make(False), args.repeats), median_time(make(True), args.repeats)
         print(f"  p = 2, discrete y: sign(z1 z2), {label}: closed {a:.2f} s, derived {b:.2f} s, ratio {b / a:.1f}")
     closed = make_channel("z1z2")
     noisy = DerivedVectorChannel(make_channel("z1z2").noisy(0.1), name="z1z2-noisy")
@@ -224,7 +215,7 @@ def cost_p2(args):
         expect = mse.Expectation(channel, "mc", n_mc=400, rng=np.random.default_rng(8))
         return lambda: expect(0.3 * np.eye(2))
 
-    a, b = _median_time(step(closed), args.repeats), _median_time(step(noisy), args.repeats)
+    a, b = median_time(step(closed), args.repeats), median_time(step(noisy), args.repeats)
     print(f"  p = 2, continuous y: z1 z2 + sqrt(0.1) n, SE map (400 draws): closed z1 z2 {a:.3f} s, "
           f"derived {b:.2f} s, ratio {b / a:.0f}")
 
@@ -234,6 +225,7 @@ def main(argv=None):
     parser.add_argument("what", choices=("proof", "approach", "cost", "cost-p2", "grid"))
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args(argv)
+    print_machine()
     {"proof": proof, "approach": approach, "cost": cost, "cost-p2": cost_p2, "grid": grid}[args.what](args)
     return 0
 

@@ -16,8 +16,8 @@ cores do not inflate; from the run record the driver stores (`Store(path).open_s
 
 Sweeps in LONG (half an hour or more on 2 workers, even on a subset) run only with --long (or --only NAME);
 without it their record in sweeps/costs.toml is kept as it is. --task-logs derives their records from the
-task logs of `python benchmarks/parallelism.py` (benchmarks/results/parallelism/NAME.jsonl) instead, and says
-so in each record's `source` (with --only, for the sweeps it names). The stored names of a paper that run a
+task logs of `python benchmarks/parallelism.py` (--logs, default benchmarks/data/parallelism/NAME.jsonl) instead,
+and says so in each record's `source` (with --only, for the sweeps it names). The stored names of a paper that run a
 spec with other overrides (a published grid, fixed parameters) are measured too, whole, as `runs.NAME`.
 A point that fails stops early, so a record whose measured points include one says so (`failed`).
 
@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import platform
 import resource
 import shutil
 import subprocess
@@ -44,7 +43,8 @@ import time
 import warnings
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+import harness
+
 COMMAND = "python benchmarks/measure_costs.py"
 
 #: sweep -> the --set overrides of the points measured (k of n, spread across the axes whose cost varies)
@@ -78,20 +78,20 @@ LONG = {
     "multiindex-z1z2-onset": [],
 }
 
-TASK_LOGS = HERE / "results" / "parallelism"
+TASK_LOGS = harness.DATA / "parallelism"
 ONSET_SWEEPS = ("glm-phase-retrieval-onset", "multiindex-z1z2-onset")
 
 
-def from_task_log(name):
+def from_task_log(name, logs=TASK_LOGS):
     """The record of a LONG sweep from its task log (`python benchmarks/parallelism.py measure`, or
     `from-onset-runs` for the onset sweeps: the grid's instances timed by the onset validation runs): the
     works' seconds of its m logged points, per point times n; None without a log."""
     from seqphase.sweeps.spec import load_sweep
 
-    log = TASK_LOGS / f"{name}.jsonl"
-    if not log.exists():
+    log = Path(logs).resolve() / f"{name}.jsonl"
+    rows = harness.read_jsonl(log)
+    if not rows:
         return None
-    rows = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
     work = sum(t for row in rows for stage in row["stages"] for t in stage)
     chain = max(sum(max(stage) for stage in row["stages"]) for row in rows)
     full = points(load_sweep(name))
@@ -100,9 +100,17 @@ def from_task_log(name):
             "how": "whole" if len(rows) == full else f"estimated from {len(rows)} of {full} points",
             "command": "python benchmarks/parallelism.py from-onset-runs" if name in ONSET_SWEEPS else
             f"python benchmarks/parallelism.py measure --only {name}",
-            "source": f"not rerun here: the task log benchmarks/results/parallelism/{name}.jsonl, " + (
+            "source": f"not rerun here: the task log {_shown(log)}, " + (
                 "the grid's instances timed by the onset validation runs (CPU-s)" if name in ONSET_SWEEPS else
                 "the works' seconds on their workers (an upper bound where other jobs shared the cores)")}
+
+
+def _shown(path):
+    """A path as the records show it: relative to the checkout where it lies inside it."""
+    try:
+        return str(path.relative_to(harness.ROOT))
+    except ValueError:
+        return str(path)
 
 
 def points(sweep):
@@ -189,20 +197,6 @@ def measure_paper(paper_id, out):
             "command": f"seqphase reproduce {paper_id} --quick --workers 2"}
 
 
-def machine():
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    import os
-
-    return f"{os.cpu_count()} cores, {cpu}"
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", nargs="*", default=None, help="these sweeps, stored names or paper ids only")
@@ -211,21 +205,21 @@ def main(argv=None):
     parser.add_argument("--long", action="store_true", help="also the sweeps of LONG (hours)")
     parser.add_argument("--resume", action="store_true", help="skip what OUT/measured.json holds already")
     parser.add_argument("--task-logs", action="store_true",
-                        help="the sweeps of LONG (or of --only) from their task logs (benchmarks/results/parallelism), "
-                             "not run")
-    parser.add_argument("--out", type=Path, default=HERE / "out" / "costs", help="results and stores")
+                        help="the sweeps of LONG (or of --only) from their task logs (--logs), not run")
+    parser.add_argument("--logs", type=Path, default=TASK_LOGS,
+                        help="the folder of the task logs (default: benchmarks/data/parallelism)")
+    parser.add_argument("--out", type=Path, default=harness.out_path("costs"), help="results and stores")
     parser.add_argument("--write-costs", action="store_true", help="merge OUT/measured.json into sweeps/costs.toml")
     args = parser.parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
-    results_file = args.out / "measured.json"
+    results_file = harness.writable(args.out / "measured.json")
     results = json.loads(results_file.read_text()) if results_file.exists() else {}
     results.setdefault("sweeps", {})
     results.setdefault("runs", {})
     results.setdefault("papers", {})
-    results["machine"] = machine()
+    results["machine"] = harness.machine()
 
     def save():
-        results_file.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+        harness.write_text(results_file, json.dumps(results, indent=1, sort_keys=True) + "\n")
 
     if args.write_costs:
         from seqphase.sweeps.costs import write_costs
@@ -236,12 +230,13 @@ def main(argv=None):
     wanted = set(args.only) if args.only else None
     if args.task_logs:
         for name in sorted(wanted) if wanted else LONG:
-            rec = from_task_log(name)
+            rec = from_task_log(name, args.logs)
             if rec:
                 results["sweeps"][name] = rec
                 print(f"{name}: {rec['cpu_s']} CPU-s ({rec['how']}, from its task log)", flush=True)
         save()
         return 0
+    harness.print_machine()
     if not args.papers:
         from seqphase.api import list_sweeps
         from seqphase.cluster import connect

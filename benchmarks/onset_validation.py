@@ -6,42 +6,47 @@
   after the rule and its default (level 2, d^-1/3) were fixed on phase retrieval, and nothing of the rule
   was changed after it: it tests the rule, it did not shape it.
 
-    python benchmarks/onset_validation.py run [--case CASE] [--workers 2] [--only STEM]
-    python benchmarks/onset_validation.py table [--case CASE]
-    python benchmarks/onset_validation.py design [--case CASE] [--workers 2]
+    python benchmarks/onset_validation.py run [--case CASE] [--workers 2] [--only STEM] [--out DIR]
+    python benchmarks/onset_validation.py table [--case CASE] [--runs DIR]
+    python benchmarks/onset_validation.py design [--case CASE] [--workers 2] [--out DIR]
 
 `run` executes the method's own works (`OnsetMethod.tasks`, the same `run_instance` and streams a sweep
 uses) in a process pool, for SeedSequence(12345), 16 seeds, one BLAS thread a process; the final overlaps
-go to benchmarks/results/onset/*.json. phase-retrieval: d = 250, 500, 1000 on alpha = 0.3..1.0 (15
+and each instance's CPU-s go to --out/<stem>.json (default benchmarks/out/onset/; the runs of
+docs/validation/onset.md are in benchmarks/data/onset/). phase-retrieval: d = 250, 500, 1000 on alpha = 0.3..1.0 (15
 alphas), d = 2000, 4000 on 0.5..1.0 (11 alphas), at most 300 iterations (~15 CPU-minutes). z1z2: d = 250,
 500, 1000, 2000 on 0.5..1.2 (15 alphas), d = 4000 on 0.6..1.0 (9 alphas), at most 300 iterations (the
 window chosen to bracket the finite-d onsets seen on 3 seeds at d = 500 and 1000: ~0.8 there).
-`table` applies the rule on the case's common window (phase retrieval: 0.5..1.0; z1z2: each size's own) at
+`table` reads the runs in --runs (default benchmarks/data/onset/) and applies the rule on the case's common window (phase retrieval: 0.5..1.0; z1z2: each size's own) at
 levels 1.5, 2, 3 and extrapolates with each
 correction, on all sizes and on the three largest (docs/validation/onset.md).
 `design` runs the case's sweep (glm-phase-retrieval-onset, multiindex-z1z2-onset) with `--set
 design=sequential` (core/onset.py): its one point, on the point's own streams as `seqphase run` draws them,
 the design's rounds of works in a process pool; it prints the design's windows, onsets and extrapolation
 with its distance from the known value, and the instances' CPU-s; the results go to
-benchmarks/results/onset/<case>-sequential.json.
+--out/<case>-sequential.json.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
-import json
-import sys
-import time
-from concurrent.futures import ProcessPoolExecutor
-from pathlib import Path
 
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = "1"  # before numpy: a BLAS thread pool per process only fights the other processes
 
-import numpy as np
+import argparse  # noqa: E402
+import json  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from concurrent.futures import ProcessPoolExecutor  # noqa: E402
+from pathlib import Path  # noqa: E402
 
-OUT = Path(__file__).resolve().parent / "results" / "onset"
+import numpy as np  # noqa: E402
+
+import harness  # noqa: E402
+
+OUT = harness.out_path("onset")
+LOGGED = harness.DATA / "onset"  # the runs of docs/validation/onset.md
 #: case -> model, parameters, the exact transition, {file stem: method settings}, the rule's common window
 CASES = {
     "phase-retrieval": {
@@ -70,23 +75,23 @@ def _work(work):
     return work.key, work.fn(**work.kwargs)["overlap"], time.process_time() - start
 
 
-def run(case, workers, only=None):
+def run(case, workers, only=None, folder=OUT):
     from seqphase.core.models import get_model
 
+    harness.print_machine()
     spec = CASES[case]
     model = get_model(spec["model"])
-    OUT.mkdir(parents=True, exist_ok=True)
     for stem, raw in spec["runs"].items():
         if only and stem not in only:
             continue
+        harness.writable(Path(folder) / f"{stem}.json")  # refused before the run, not after it
         settings = model.check_settings("onset", raw)
         works = next(model.method("onset").tasks(spec["params"], settings, np.random.SeedSequence(12345)))
         start, overlaps, cpu = time.time(), {}, {}
         with ProcessPoolExecutor(workers) as pool:
             for key, overlap, seconds in pool.map(_work, works, chunksize=4):
                 overlaps[key], cpu[key] = overlap, seconds
-        with open(OUT / f"{stem}.json", "w") as fh:
-            json.dump({"settings": settings, "overlap": overlaps, "cpu": cpu}, fh)
+        harness.write_json(Path(folder) / f"{stem}.json", {"settings": settings, "overlap": overlaps, "cpu": cpu})
         print(f"{stem}: {len(works)} instances, {time.time() - start:.0f} s wall, {sum(cpu.values()):.0f} CPU-s",
               flush=True)
 
@@ -96,13 +101,15 @@ def _result(work):
     return work.key, work.fn(**work.kwargs), time.process_time() - start
 
 
-def design(case, workers):
+def design(case, workers, folder=OUT):
     """The case's sweep point under the sequential design, its rounds of works in a process pool (the same
     works and streams as `seqphase run SWEEP --set design=sequential`, whose driver runs them on a cluster)."""
     from seqphase.core.models import check_outputs, get_model, point_stream
     from seqphase.sweeps.planner import payload, plan_sweep
     from seqphase.sweeps.spec import load_sweep
 
+    harness.writable(Path(folder) / f"{case}-sequential.json")  # refused before the run, not after it
+    harness.print_machine()
     spec = CASES[case]
     plan = plan_sweep(load_sweep(spec["sweep"], overrides=["design=sequential"]))
     (point,) = plan.points
@@ -123,12 +130,12 @@ def design(case, workers):
             except StopIteration as stop:
                 out = check_outputs(model, "onset", settings, stop.value)
                 break
-    with open(OUT / f"{case}-sequential.json", "w") as fh:
-        json.dump({"sweep": spec["sweep"], "settings": settings, "hash": point.hash,
-                   "estimate": float(out["alpha_gamp"]), "se": float(out["alpha_gamp_se"]),
-                   "onsets": out["alpha_gamp_d"].tolist(), "onset_se": out["alpha_gamp_d_se"].tolist(),
-                   "step_lo": out["alpha_step_lo"].tolist(), "step_hi": out["alpha_step_hi"].tolist(),
-                   "results": results, "cpu": cpu}, fh)
+    harness.write_json(Path(folder) / f"{case}-sequential.json", {
+        "sweep": spec["sweep"], "settings": settings, "hash": point.hash,
+        "estimate": float(out["alpha_gamp"]), "se": float(out["alpha_gamp_se"]),
+        "onsets": out["alpha_gamp_d"].tolist(), "onset_se": out["alpha_gamp_d_se"].tolist(),
+        "step_lo": out["alpha_step_lo"].tolist(), "step_hi": out["alpha_step_hi"].tolist(),
+        "results": results, "cpu": cpu})
     alphas, exact = out["alpha_alpha"], spec["exact"]
     for si, d in enumerate(settings["sizes"]):
         lo, hi = out["alpha_step_lo"][si], out["alpha_step_hi"][si]
@@ -142,17 +149,17 @@ def design(case, workers):
           f"{total:.0f} CPU-s, {time.time() - start:.0f} s wall", flush=True)
 
 
-def overlaps_on_window(case):
+def overlaps_on_window(case, runs=LOGGED):
     """{d: (the window's alphas, (alpha, seed) final overlaps)}, on the case's common window, or on each run's
     own where the case has none."""
     from seqphase.core.onset import instance_key
 
     window, out = CASES[case]["window"], {}
     for stem in CASES[case]["runs"]:
-        if not (OUT / f"{stem}.json").exists():
+        path = Path(runs) / f"{stem}.json"
+        if not path.exists():
             continue
-        with open(OUT / f"{stem}.json") as fh:
-            data = json.load(fh)
+        data = json.loads(path.read_text())
         s = data["settings"]
         alphas = np.linspace(s["alpha_lo"], s["alpha_hi"], s["alpha_n"])
         steps = range(len(alphas)) if window is None else [int(np.argmin(np.abs(alphas - a))) for a in window]
@@ -163,10 +170,10 @@ def overlaps_on_window(case):
     return dict(sorted(out.items()))
 
 
-def table(case):
+def table(case, runs=LOGGED):
     from seqphase.core import onset
 
-    data, exact = overlaps_on_window(case), CASES[case]["exact"]
+    data, exact = overlaps_on_window(case, runs), CASES[case]["exact"]
     sizes = list(data)
     for d, (alphas, o) in data.items():
         means = " ".join(f"{a:.2f}: {v:.3f}" for a, v in zip(alphas, o.mean(axis=1)))
@@ -193,15 +200,19 @@ def main(argv=None):
     table_parser = sub.add_parser("table")
     design_parser = sub.add_parser("design")
     design_parser.add_argument("--workers", type=int, default=2)
+    for p in (run_parser, design_parser):
+        p.add_argument("--out", type=Path, default=OUT, help="folder of the results (default: benchmarks/out/onset)")
+    table_parser.add_argument("--runs", type=Path, default=LOGGED,
+                              help="folder of the runs (default: benchmarks/data/onset, the docs' runs)")
     for p in (run_parser, table_parser, design_parser):
         p.add_argument("--case", choices=tuple(CASES), default="phase-retrieval")
     args = parser.parse_args(argv)
     if args.command == "run":
-        run(args.case, args.workers, args.only)
+        run(args.case, args.workers, args.only, args.out)
     elif args.command == "design":
-        design(args.case, args.workers)
+        design(args.case, args.workers, args.out)
     else:
-        table(args.case)
+        table(args.case, args.runs)
     return 0
 
 

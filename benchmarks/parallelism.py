@@ -1,24 +1,34 @@
-"""How many workers every shipped sweep can use: its task graph from a real run, list-scheduled on
-W = 1, 16, 64, 256 workers, as one task a point (before seeds became tasks) and as the driver cuts it
-now (seeds, shared outputs and any staged works of a point as separate tasks).
+"""How many workers a sweep can use: its wall time on 1, 2, ... local workers, and its task graph from a
+real run list-scheduled on W = 1, 16, 64, 256 workers, as one task a point and as the driver cuts it (seeds,
+shared outputs and any staged works of a point as separate tasks).
 
-    python benchmarks/parallelism.py measure [--only SWEEP ...] [--workers 2]   # runs, writes task logs
-    python benchmarks/parallelism.py table                                      # the docs/benchmarks.md table
-    python benchmarks/parallelism.py from-onset-runs    # logs of the onset sweeps from their validation runs
+    python benchmarks/parallelism.py speedup SWEEP [SWEEP ...] [--set NAME=VALUES ...] [--workers 1,2]
+    python benchmarks/parallelism.py measure [--only SWEEP ...] [--workers 2] [--out DIR]   # writes task logs
+    python benchmarks/parallelism.py table [--only SWEEP ...] [--logs DIR]   # the docs/benchmarks.md table
+    python benchmarks/parallelism.py from-onset-runs [--runs DIR] [--out DIR]   # the onset sweeps' task logs
+
+`speedup` runs each sweep (the `--set` overrides apply to every one, as for `seqphase run`) from scratch into
+a fresh temporary store on each worker count in turn (`harness.time_sweep`): `sweep s` is the driver's time
+from the first submission to the last point stored, `total s` adds the cluster's start and the template,
+`works`, `work s` and `chain s` are the run record's (the works' seconds summed, the longest chain of one
+point's works), and the speed-up is the first worker count's sweep s over this one's. A one-point threshold
+on 1 and 2 workers, for instance: `speedup aim-thresholds --set channel=softmax --set T=2 --set rho=0.5`.
 
 `measure` runs each shipped sweep on a local cluster with the driver's task log (one JSON line per
-stored point: the runtime of each of its works, stage by stage) into benchmarks/results/parallelism/.
-Sweeps too long for this 2-core machine run on a subset of their grid, at their full per-point settings
-(d, seeds, iterations): REDUCED names the subset. `table` then rebuilds the full sweep's graph: the
-plan's N points, point i taking the works of measured point i mod m (the subset's points cycled; the
-table says m of N), and list-schedules it:
+stored point: the runtime of each of its works, stage by stage) into --out (default
+benchmarks/out/parallelism/). Sweeps too long for a 2-core machine run on a subset of their grid, at their
+full per-point settings (d, seeds, iterations): REDUCED names the subset. `table` then reads the task logs of
+--logs (default benchmarks/data/parallelism/, the logs of the docs' table) and rebuilds each full sweep's
+graph: the plan's N points, point i taking the works of measured point i mod m (the subset's points cycled;
+the table says m of N), and list-schedules it:
 
     after:  a point's works of one stage are independent tasks; its next stage waits for all of them
     before: each point is one task, as long as all its works together (the serial `Method.run`)
 
 List scheduling: tasks in plan order, each started on the first free worker as soon as it is ready.
 Reported per sweep: work (CPU-s), longest chain, parallelism = work / chain, and the wall time on W
-workers before and after.
+workers before and after. `from-onset-runs` writes the onset sweeps' task logs from the instance CPU times
+of `python benchmarks/onset_validation.py run` (--runs, default benchmarks/data/onset/).
 """
 
 from __future__ import annotations
@@ -28,14 +38,13 @@ import collections
 import heapq
 import json
 import math
-import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-LOGS = HERE / "results" / "parallelism"
+import harness
+
+LOGGED = harness.DATA / "parallelism"  # the task logs of the docs' table
 WORKERS = (1, 16, 64, 256)
 
 #: sweep -> --set overrides of the measured subset (per-point settings left as shipped)
@@ -57,18 +66,35 @@ REDUCED = {
 }
 
 
-def measure(names, workers):
-    sys.path.insert(0, str(HERE.parent / "tests"))
+def speedup(names, overrides, workers):
+    """Each sweep on each worker count in turn, into fresh stores; returns the number of failed points."""
+    harness.print_machine()
+    print("| sweep | --set | points | workers | sweep s | total s | works | work s | chain s | speed-up (sweep s) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    failed = 0
+    for name in names:
+        first = None
+        for count in workers:
+            r = harness.time_sweep(name, overrides, count)
+            first = first or r["sweep_s"]
+            failed += r["failed"]
+            print(f"| {name} | {' '.join(overrides)} | {r['points']} | {count} | {r['sweep_s']:.1f} | "
+                  f"{r['total_s']:.1f} | {r['works']} | {r['work_s']:.1f} | {r['chain_s']:.1f} | "
+                  f"{first / r['sweep_s']:.2f} |" + (f" {r['failed']} failed" if r["failed"] else ""), flush=True)
+    return failed
+
+
+def measure(names, workers, out):
     from seqphase.cluster import connect, run_sweep
     from seqphase.results.store import Store
     from seqphase.sweeps.planner import plan_sweep
     from seqphase.sweeps.spec import load_sweep
 
-    LOGS.mkdir(parents=True, exist_ok=True)
+    harness.print_machine()
     with tempfile.TemporaryDirectory() as scratch, connect("local", workers=workers) as client:
         for name in names:
             plan = plan_sweep(load_sweep(name, overrides=REDUCED.get(name, [])))
-            log = LOGS / f"{name}.jsonl"
+            log = harness.writable(Path(out) / f"{name}.jsonl")
             log.unlink(missing_ok=True)
             store = Store(Path(scratch) / "s.zarr").check(create=True)
             started = time.perf_counter()
@@ -76,7 +102,7 @@ def measure(names, workers):
                 group = store.prepare(plan)
                 summary = run_sweep(plan, group, client, progress=False, task_log=str(log))
             print(f"{name}: {summary.done} points ({summary.failed} failed) in {time.perf_counter() - started:.1f} s "
-                  f"on {workers} workers, load {os.getloadavg()[0]:.1f}", flush=True)
+                  f"on {workers} workers, task log {log}", flush=True)
 
 
 #: onset sweeps -> the validation runs (benchmarks/onset_validation.py) whose instances they are
@@ -84,7 +110,7 @@ ONSET_RUNS = {"glm-phase-retrieval-onset": ("small.json", "large.json"),
               "multiindex-z1z2-onset": ("z1z2-small.json",)}
 
 
-def from_onset_runs():
+def from_onset_runs(runs, out):
     """Task logs of the onset sweeps from the instance CPU times of the validation runs (one process, the
     method's own works): the sweep's one point is one stage of instance tasks (the rule runs in the driver),
     each instance of its grid (size, window alpha, seed) timed by the run's instance at that size and alpha."""
@@ -97,7 +123,7 @@ def from_onset_runs():
     for name, files in ONSET_RUNS.items():
         cpu = {}  # (d, alpha rounded, seed) -> CPU-s
         for file in files:
-            data = json.loads((HERE / "results" / "onset" / file).read_text())
+            data = json.loads((Path(runs) / file).read_text())
             s = data["settings"]
             alphas = np.linspace(s["alpha_lo"], s["alpha_hi"], s["alpha_n"])
             for key, seconds in data["cpu"].items():
@@ -109,7 +135,7 @@ def from_onset_runs():
         window = np.linspace(settings["alpha_lo"], settings["alpha_hi"], settings["alpha_n"])
         stage = [cpu[(d, round(float(a), 6), k)] for d in settings["sizes"] for a in window
                  for k in range(settings["n_seeds"])]
-        (LOGS / f"{name}.jsonl").write_text(json.dumps({"point": point.hash, "stages": [stage]}) + "\n")
+        harness.write_json(Path(out) / f"{name}.jsonl", {"point": point.hash, "stages": [stage]})
         print(f"{name}: {len(stage)} instance tasks, {sum(stage):.0f} CPU-s")
 
 
@@ -136,12 +162,12 @@ def list_schedule(points, workers):
     return now
 
 
-def full_graph(name):
+def full_graph(name, logs):
     """(points after, points before, m measured, N planned) of the shipped sweep."""
     from seqphase.sweeps.planner import plan_sweep
     from seqphase.sweeps.spec import load_sweep
 
-    rows = [json.loads(line) for line in (LOGS / f"{name}.jsonl").read_text().splitlines()]
+    rows = harness.read_jsonl(Path(logs) / f"{name}.jsonl")
     measured = {row["point"]: [stage for stage in row["stages"] if stage] for row in rows}
     planned = plan_sweep(load_sweep(name)).points
     n = len(planned)
@@ -154,15 +180,15 @@ def full_graph(name):
     return after, before, len(measured), n
 
 
-def table(names):
+def table(names, logs):
     head = ("| sweep | measured points | tasks | work (CPU-s) | longest chain (s) | parallelism | "
             + " | ".join(f"W = {w} before / after (s)" for w in WORKERS) + " |")
     print(head)
     print("|" + "---|" * (6 + len(WORKERS)))
     for name in names:
-        if not (LOGS / f"{name}.jsonl").exists():
+        if not (Path(logs) / f"{name}.jsonl").exists():
             continue
-        after, before, m, n = full_graph(name)
+        after, before, m, n = full_graph(name, logs)
         work = sum(t for stages in after for stage in stages for t in stage)
         chain = max(sum(max(stage) for stage in stages) for stages in after)
         tasks = sum(len(stage) for stages in after for stage in stages)
@@ -177,21 +203,33 @@ def main(argv=None):
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    m = sub.add_parser("measure")
+    s = sub.add_parser("speedup", help="wall time of sweeps on 1, 2, ... workers, and the speed-up")
+    s.add_argument("sweeps", nargs="+", metavar="SWEEP", help="shipped names or spec files")
+    s.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUES",
+                   help="an override as for `seqphase run --set` (repeatable; applies to every sweep)")
+    s.add_argument("--workers", default="1,2", help="comma-separated worker counts (default 1,2)")
+    m = sub.add_parser("measure", help="task logs of the shipped sweeps")
     m.add_argument("--only", nargs="*", default=None)
     m.add_argument("--workers", type=int, default=2)
-    t = sub.add_parser("table")
+    m.add_argument("--out", type=Path, default=harness.out_path("parallelism"), help="folder of the task logs")
+    t = sub.add_parser("table", help="the task logs list-scheduled on W workers")
     t.add_argument("--only", nargs="*", default=None)
-    sub.add_parser("from-onset-runs")
+    t.add_argument("--logs", type=Path, default=LOGGED, help="folder of the task logs (default: the docs' logs)")
+    o = sub.add_parser("from-onset-runs", help="the onset sweeps' task logs from their validation runs")
+    o.add_argument("--runs", type=Path, default=harness.DATA / "onset", help="the onset validation runs")
+    o.add_argument("--out", type=Path, default=harness.out_path("parallelism"), help="folder of the task logs")
     args = parser.parse_args(argv)
+    if args.command == "speedup":
+        return 1 if speedup(args.sweeps, args.overrides, [int(w) for w in args.workers.split(",")]) else 0
     names = getattr(args, "only", None) or sorted(shipped_specs())
     if args.command == "from-onset-runs":
-        from_onset_runs()
+        from_onset_runs(args.runs, args.out)
     elif args.command == "measure":
-        measure(names, args.workers)
+        measure(names, args.workers, args.out)
     else:
-        table(names)
+        table(names, args.logs)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -7,15 +7,15 @@ Theory_no_noise.theory, 20-85 ms for Theory_noise.theory).
 Per (kappa, delta), in one process: `setup` = the RIE MMSE table (2401 noise levels, built once per kappa and
 shared by every delta) plus the parametric curve alpha(t) (2000 t); `curve` = the 256 points
 alpha = linspace(1e-3, alpha_max, 256) by root-finding on the curve (alpha_max = alpha_PR noiseless, 0.6 noisy).
-Wall clock; the machine may be shared (the load average is printed).
+Wall clock; the machine may be shared (the machine line gives its load).
 """
 
 import argparse
-import os
 import time
 
 import numpy as np
 
+from harness import print_machine
 from seqphase.core.quadratic import se, thresholds
 
 
@@ -25,7 +25,7 @@ def main():
     parser.add_argument("--delta", type=float, nargs="+", default=[0.0, 0.25])
     parser.add_argument("--points", type=int, default=256)
     args = parser.parse_args()
-    print(f"load average {os.getloadavg()[0]:.2f}, cpus {os.cpu_count()}")
+    print_machine()
     print("kappa | delta | setup s | curve s | ms per alpha | total s")
     for kappa in args.kappa:
         for delta in args.delta:

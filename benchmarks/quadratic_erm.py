@@ -5,15 +5,15 @@ estimate for the authors' code (erm_quadratic.md §6: about 0.1-1 s CPU per poin
 
 `table` = the xi-continuation (erm.XI_POINTS log-spaced xi, one q-equation each, monotonicity check), built once
 per (kappa_star, kappa, delta, lam); `curve` = the points alpha = linspace(0.01, 0.8, points) mapped onto it (one
-brentq in log xi per alpha). Wall clock; the machine may be shared (the load average is printed).
+brentq in log xi per alpha). Wall clock; the machine may be shared (the machine line gives its load).
 """
 
 import argparse
-import os
 import time
 
 import numpy as np
 
+from harness import print_machine
 from seqphase.core.quadratic import erm
 
 
@@ -25,7 +25,7 @@ def main():
     parser.add_argument("--lam", type=float, default=0.1)
     parser.add_argument("--points", type=int, default=256)
     args = parser.parse_args()
-    print(f"load average {os.getloadavg()[0]:.2f}, cpus {os.cpu_count()}")
+    print_machine()
     print("kappa_star | kappa | delta | lam | table s | curve s | ms per alpha | total s")
     for kappa_star in args.kappa_star:
         curve = erm.ERMCurve(kappa_star, args.kappa, args.delta, args.lam)

@@ -18,12 +18,11 @@ the notebook's materialised X_mu = x_mu x_mu^T - I.
 
 from __future__ import annotations
 
-import argparse
-import os
+import harness
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-os.environ.setdefault("MKL_NUM_THREADS", "1")
+harness.single_threaded()
+
+import argparse  # noqa: E402
 
 import time  # noqa: E402
 
@@ -33,15 +32,6 @@ from seqphase.core import gamp as loop  # noqa: E402
 from seqphase.core.quadratic import gamp  # noqa: E402
 
 KAPPA = 0.5
-
-
-def _median_time(fn, repeat=5):
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
 
 
 class TimedSteps(gamp.QuadraticSteps):
@@ -65,10 +55,10 @@ def bench(d, alpha, delta, iters):
     R = S_hat + 0.01 * gamp.back_projection(x, g) / d**1.5
     t = 0.05
     parts = {
-        "project": _median_time(lambda: steps.project(S_hat)),
-        "back": _median_time(lambda: gamp.back_projection(x, g)),
-        "rie": _median_time(lambda: steps.rie.denoise(R, t)),
-        "mmse": _median_time(lambda: steps.mmse(np.array(t))),
+        "project": harness.median_time(lambda: steps.project(S_hat), 5),
+        "back": harness.median_time(lambda: gamp.back_projection(x, g), 5),
+        "rie": harness.median_time(lambda: steps.rie.denoise(R, t), 5),
+        "mmse": harness.median_time(lambda: steps.mmse(np.array(t)), 5),
     }
     return x.shape[0], per_iter, parts, run.records[-1]
 
@@ -80,6 +70,7 @@ def main():
     args = parser.parse_args()
     sizes = (60, 100) if args.quick else (100, 200)
     cases = [(0.2, 0.0), (0.4, 0.0), (0.25, 0.25)]
+    harness.print_machine()
     print(f"GAMP-RIE, quadratic network, kappa = {KAPPA}, single-threaded BLAS, {args.iters} iterations")
     print(f"{'d':>4} {'alpha':>6} {'delta':>6} {'n':>7} {'ms/iter':>8} {'project':>8} {'back':>8} {'rie':>8} "
           f"{'mmse':>8} {'error':>7}")

@@ -13,16 +13,15 @@ Per (rho, beta):
   (20 levels x 24 nodes instead of LEVELS x NODES_PER_PANEL).
 Then the denoiser at rho = 0.5, zeta = 0.7 for (d, L) = (100, 100) and (100, 200): wall time (best of
 --repeat; thin SVD + singular-value map) and |MSE - mmse| of one draw.
-Wall clock; the machine may be shared (the load average is printed).
+Wall clock; the machine may be shared (the machine line gives its load).
 """
 
 import argparse
 import math
-import os
 
 import numpy as np
 
-from rie import best_time  # benchmarks/rie.py: run as a script, this folder is on sys.path
+from harness import best_time, print_machine
 from seqphase.core.rectangular_rie import RectangularMMSETable, RectangularRIE
 
 
@@ -32,7 +31,7 @@ def main():
                         help="rho,beta pairs")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    print(f"load average {os.getloadavg()[0]:.2f}, cpus {os.cpu_count()}")
+    print_machine()
     print(" | ".join(("rho", "beta", "mmse ms/zeta (256)", "mmse ms (1)", "table s", "points", "table err",
                       "inverse err", "quad err")))
     for pair in args.pairs:

@@ -12,26 +12,16 @@ Per rho:
 * quadrature error: max relative change of mmse on 200 delta when the rule is refined (24 levels x 30
   nodes instead of LEVELS x NODES_PER_PANEL);
 * sampled: d x d matrix at delta = 0.3, |||denoise(Y) - S||_F^2 / d - mmse| and the wall time of denoise.
-Wall clock; the machine may be shared (the load average is printed).
+Wall clock; the machine may be shared (the machine line gives its load).
 """
 
 import argparse
 import math
-import os
-import time
 
 import numpy as np
 
+from harness import best_time, print_machine
 from seqphase.core.rie import MMSETable, SymmetricRIE
-
-
-def best_time(call, repeat):
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        result = call()
-        times.append(time.perf_counter() - start)
-    return min(times), result
 
 
 def main():
@@ -40,7 +30,7 @@ def main():
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--d", type=int, default=1000)
     args = parser.parse_args()
-    print(f"load average {os.getloadavg()[0]:.2f}, cpus {os.cpu_count()}")
+    print_machine()
     header = ("rho", "table s", "points", "mmse(256) s", "table err", "inverse err", "quad err",
               "|MSE-mmse|", "denoise s")
     print(" | ".join(header))

@@ -9,36 +9,39 @@ iteration runs; damping 0.2, random start): the CPU time of the channel calls (`
 of the whole run, in ms per sample and iteration (n = alpha d samples), with the first / last iteration's
 channel cost (the cavity V shrinks as GAMP learns, and the posterior narrows with it), and the final
 |M11|, |M22|. g_out: `--batch` model draws per overlap Q = diag(0, 0.5), diag(0, 0.9), diag(0.5, 0.99)
-(`smi_gout.draw`: V = I - Q + 1e-3 I), CPU ms per sample of one batched call.
+(`draw`: V = I - Q + 1e-3 I), CPU ms per sample of one batched call.
 
 CPU time of this process (time.process_time), one thread (the BLAS and numba thread counts are set to 1): it is
-less sensitive than wall time to other jobs on a shared machine; the load average is printed beside it.
+less sensitive than wall time to other jobs on a shared machine; the machine line (harness.py) gives the load.
 Compile time is excluded (one small call first). Run it on two versions of the code under the same load to
 compare them.
 """
 
-import os
+import harness
 
-for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
-    os.environ.setdefault(_v, "1")
+harness.single_threaded()
 
 import argparse  # noqa: E402
-import subprocess  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-import seqphase  # noqa: E402
+from seqphase.core.numerics import psd_sqrt  # noqa: E402
 from seqphase.core.smi import gamp as sgamp  # noqa: E402
 from seqphase.core.smi.channels import AttentionChannel  # noqa: E402
-from smi_gout import draw  # noqa: E402
 
 OVERLAPS = {"diag(0, 0.5)": np.diag([0.0, 0.5]), "diag(0, 0.9)": np.diag([0.0, 0.9]),
             "diag(0.5, 0.99)": np.diag([0.5, 0.99])}
+EPS_V = 1e-3  # the cavity variance's floor: V = I - Q + EPS_V I
 
 
-def load():
-    return os.getloadavg()[0]
+def draw(Q, n, rng):
+    """n model draws at overlap Q: (omega (n, 2, 2), z (n, 2, 2), V), omega ~ N(0, Q) and z ~ N(omega, V) per
+    token, V = I - Q + EPS_V I."""
+    V = np.eye(2) - Q + EPS_V * np.eye(2)
+    omega = np.einsum("ab,nbt->nat", psd_sqrt(Q), rng.standard_normal((n, 2, 2)))
+    z = omega + np.einsum("ab,nbt->nat", psd_sqrt(V), rng.standard_normal((n, 2, 2)))
+    return omega, z, V
 
 
 def gamp_cost(c, d, alpha, iters, seed):
@@ -91,28 +94,23 @@ def main(argv=None):
     parser.add_argument("--no-gout", action="store_true", help="skip the g_out throughput")
     args = parser.parse_args(argv)
     skips = [float(s) for s in args.skips.split(",")]
-    where = os.path.dirname(os.path.abspath(seqphase.__file__))
-    try:
-        rev = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
-                             cwd=where).stdout.strip()
-    except OSError:
-        rev = "?"
-    print(f"seqphase at {where}, commit {rev}; GAMP d = {args.d}, alpha = {args.alpha}, {args.iters} iterations, "
-          f"seed {args.seed}; CPU ms per sample-iteration")
-    print("| c | channel | whole GAMP | channel, first / last iteration | abs M11, M22 final | load |")
-    print("|---|---|---|---|---|---|")
+    harness.print_machine()
+    print(f"GAMP d = {args.d}, alpha = {args.alpha}, {args.iters} iterations, seed {args.seed}; CPU ms per "
+          "sample-iteration")
+    print("| c | channel | whole GAMP | channel, first / last iteration | abs M11, M22 final |")
+    print("|---|---|---|---|---|")
     for c in skips:
         ch_ms, all_ms, first, last, m11, m22 = gamp_cost(c, args.d, args.alpha, args.iters, args.seed)
-        print(f"| {c:g} | {ch_ms:.3f} | {all_ms:.3f} | {first:.3f} / {last:.3f} | {m11:.3f}, {m22:.3f} | "
-              f"{load():.1f} |", flush=True)
+        print(f"| {c:g} | {ch_ms:.3f} | {all_ms:.3f} | {first:.3f} / {last:.3f} | {m11:.3f}, {m22:.3f} |",
+              flush=True)
     if args.no_gout:
         return 0
     print(f"\ng_out, CPU ms per sample ({args.batch} model draws per Q, one batched call)")
-    print("| c | " + " | ".join(OVERLAPS) + " | load |")
-    print("|---|" + "---|" * len(OVERLAPS) + "---|")
+    print("| c | " + " | ".join(OVERLAPS) + " |")
+    print("|---|" + "---|" * len(OVERLAPS))
     for c in skips:
         ms = gout_cost(c, args.batch, args.seed)
-        print(f"| {c:g} | " + " | ".join(f"{m:.3f}" for m in ms) + f" | {load():.1f} |", flush=True)
+        print(f"| {c:g} | " + " | ".join(f"{m:.3f}" for m in ms) + " |", flush=True)
     return 0
 
 

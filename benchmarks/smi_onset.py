@@ -1,7 +1,7 @@
 """A part of one `smi-thresholds-gamp` point, run by the sweep's own works: the instances of one transition at
 some of the sweep's sizes, for the evidence tables of docs/validation/smi.md before the whole point has been run.
 
-    python benchmarks/smi_onset.py run --skip 0.1 --transition alpha1 --sizes 250,500 [--seeds 16,8] [--workers 2]
+    python benchmarks/smi_onset.py [--logs DIR] run --skip 0.1 --transition alpha1 --sizes 250,500 [--seeds 16,8] [--workers 2]
     python benchmarks/smi_onset.py table --skip 0.1 --transition alpha1 [--log FILE | --store STORE] [--markdown]
     python benchmarks/smi_onset.py parts --skip 0.1 --store STORE
     python benchmarks/smi_onset.py log --skip 0.1 --store STORE
@@ -14,7 +14,7 @@ some of the sweep's sizes, for the evidence tables of docs/validation/smi.md bef
 works (`OnsetMethod.tasks`: one GAMP instance per size, alpha and seed, each its own child of the point's
 SeedSequence) whose transition and size are asked for, and runs them in a process pool, smallest size
 first, one BLAS thread a process. Every finished instance is appended to
-benchmarks/results/onset/smi-c<skip>-<transition>-v<onset method version>.jsonl as it arrives (key, final overlaps, iterations,
+LOGS/smi-c<skip>-<transition>-v<onset method version>.jsonl as it arrives (key, final overlaps, iterations,
 CPU-s), so an interrupted run keeps what it did, and a rerun skips the keys already there. The values are
 those the whole sweep point computes for the same keys: same streams, same settings.
 
@@ -44,7 +44,7 @@ instances of some alphas of that size (`--seeds N`: seeds 0 .. N-1) to a larger 
 instance's stream does not depend on max_iter, so each rerun passes through the stored run bit for bit: the
 largest difference at the stored iteration is printed, <= 5e-7 from the log's 6 decimals), logs each run's
 |M_ll| per iteration to
-benchmarks/results/onset/smi-c<skip>-<transition>-d<d>-cap<N>-v<version>.jsonl (resumable like `run`), and prints
+LOGS/smi-c<skip>-<transition>-d<d>-cap<N>-v<version>.jsonl (resumable like `run`), and prints
 per alpha the mean and the instances above the level at the sweep's cap and at the larger one, how many met the
 tolerance, how many still move after the sweep's cap (range of |M_ll| after it above the level), and the onset
 at that size both ways. `--tol-strip T` reruns with the posterior's error tolerance in strip coordinates (skips
@@ -55,6 +55,11 @@ iterations): whether a trajectory is GAMP's own or the grid's error.
 stop, to the cap) and prints every layer's |M_ll| per iteration (4 significant digits: an overlap near zero
 keeps its shape) as JSON, to `--out` if given:
 the trajectories the stopping rule's tests replay (tests/data/smi/onset-escape-c2-d1000.json).
+
+LOGS is `--logs DIR`, given before the command (default benchmarks/out/onset/). The logs that
+docs/validation/smi.md and docs/validation/onset.md cite are in benchmarks/data/onset/: read them with
+`table --log FILE`, or with `--logs benchmarks/data/onset` for the commands that only read (`table`, `parts`);
+the commands that write (`run`, `cap`, `log`) refuse that folder.
 """
 
 from __future__ import annotations
@@ -73,10 +78,11 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import numpy as np
 
+import harness
 from seqphase.core import onset
 from seqphase.core.smi.channels import RESOLUTIONS
 
-OUT = Path(__file__).resolve().parent / "results" / "onset"
+OUT = harness.out_path("onset")  # the folder of the logs (--logs)
 SWEEP = "smi-thresholds-gamp"
 
 
@@ -107,13 +113,6 @@ def log_path(skip, transition):
     return OUT / f"smi-c{skip:g}-{transition}-v{version}.jsonl"
 
 
-def done_keys(path):
-    if not path.exists():
-        return {}
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return {row["key"]: row for row in rows}
-
-
 def _work(work):
     start = time.process_time()
     out = work.fn(**work.kwargs)
@@ -132,7 +131,7 @@ def _log_row(key, result, seconds=None):
 def _logged(workers, path, calls, row):
     """Run calls [(fn, *args)] in a pool of `workers` processes; as each finishes, append row(its result) to the
     JSON-lines log at `path` (flushed, so a run cut short keeps what finished) and yield it."""
-    with ProcessPoolExecutor(workers) as pool, open(path, "a") as fh:
+    with ProcessPoolExecutor(workers) as pool, open(harness.writable(path), "a") as fh:
         for fut in as_completed([pool.submit(*call) for call in calls]):
             done = row(fut.result())
             fh.write(json.dumps(done) + "\n")
@@ -146,8 +145,7 @@ def run(skip, transition, sizes, workers, overrides, seeds=None):
     # seeds: per size, only its first seeds of each alpha (keys ending in -s0 ... -s<seeds-1>)
     seeds = dict(zip(sizes, seeds or [settings["n_seeds"]] * len(sizes)))
     path = log_path(skip, transition)
-    OUT.mkdir(parents=True, exist_ok=True)
-    have = done_keys(path)
+    have = harness.rows_by_key(path)
     # smallest size first, then seed by seed across the window, so a run cut short leaves whole seeds
     todo = []  # (order, work)
     for w in works:
@@ -216,7 +214,7 @@ def table(skip, transition, overrides, log=None, store=None, markdown=False):
                   f"--set skip={skip:g} --store {store}, or give the --set values it ran with)", file=sys.stderr)
             return 2
     else:
-        rows = done_keys(Path(log) if log else log_path(skip, transition))
+        rows = harness.rows_by_key(Path(log) if log else log_path(skip, transition))
     rng = np.random.default_rng(0)  # the bootstrap's; a stored point's onsets are printed as stored
     sizes, onsets, ses = [], [], []
     if markdown:
@@ -376,8 +374,7 @@ def cap(skip, transition, d, steps, max_iter, store, n_seeds, workers, overrides
     resolution = None if tol_strip is None else replace(RESOLUTIONS[settings["posterior"]], tol_strip=tol_strip)
     tol = "" if tol_strip is None else f"-tol{tol_strip:g}"
     path = OUT / f"smi-c{skip:g}-{transition}-d{d}-cap{max_iter}{tol}-v{version}.jsonl"
-    OUT.mkdir(parents=True, exist_ok=True)
-    have = done_keys(path)
+    have = harness.rows_by_key(path)
     layer = int(observable[-1]) - 1  # overlap_1 -> M11
     todo = [works[keys[j][s]] for s in range(n_seeds) for j in steps if keys[j][s] not in have]  # seed by seed
 
@@ -423,7 +420,7 @@ def _against_default_tolerance(path, have, keys):
     for other in sorted(path.parent.glob(f"{stem}-cap*-v*.jsonl")):
         if "-tol" in other.name:
             continue
-        rows = done_keys(other)
+        rows = harness.rows_by_key(other)
         common = [k for k in keys if k in rows]
         if not common:
             continue
@@ -458,7 +455,7 @@ def parts(skip, store, overrides):
     rows = {}
     for transition in method.transitions:
         path = log_path(skip, transition)
-        logged = done_keys(path)
+        logged = harness.rows_by_key(path)
         if not logged:
             continue
         foreign = sorted(set(logged) - set(works))
@@ -508,7 +505,7 @@ def log(skip, store, overrides):
     for parsed, key in sorted((onset.parse_instance_key(key), key) for key in kept):
         meta = kept[key].meta or {}
         rows.setdefault(parsed[0], []).append(_log_row(key, kept[key].result, meta.get("runtime_s")))
-    logged = {t: done_keys(log_path(skip, t)) for t in rows}
+    logged = {t: harness.rows_by_key(log_path(skip, t)) for t in rows}
     for transition, batch in rows.items():  # a key already logged must say the same, or nothing is written
         for row in batch:
             have = logged[transition].get(row["key"])
@@ -516,13 +513,11 @@ def log(skip, store, overrides):
                 print(f"{log_path(skip, transition)}: {row['key']} is logged with other values ({have}) than the "
                       f"store keeps ({row}); nothing written", file=sys.stderr)
                 return 1
-    OUT.mkdir(parents=True, exist_ok=True)
     written = 0
     for transition, batch in rows.items():
         path = log_path(skip, transition)
         fresh = [row for row in batch if row["key"] not in logged[transition]]
-        with open(path, "a") as fh:
-            fh.writelines(json.dumps(row) + "\n" for row in fresh)
+        harness.append_jsonl(path, fresh)
         written += len(fresh)
         print(f"{path.name}: {len(fresh)} works written ({len(batch) - len(fresh)} already there)")
     print(f"{written} of the {len(kept)} works {store} keeps for point {point_hash[:12]} logged; on another machine "
@@ -546,14 +541,16 @@ def trace(skip, transition, d, step, seed, overrides, out=None):
                        "d": d, "level": settings["level"], "cap": settings["max_iter"],
                        **{f"m{i + 1}{i + 1}": [float(f"{x:.4g}") for x in layers[:, i]] for i in range(layers.shape[1])}})
     if out:
-        Path(out).write_text(text + "\n")
+        harness.write_text(out, text + "\n")
     else:
         print(text)
     return 0
 
 
 def main(argv=None):
+    global OUT
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--logs", type=Path, default=OUT, help="the folder of the logs (default: benchmarks/out/onset)")
     sub = parser.add_subparsers(dest="command", required=True)
     for name in ("run", "table", "parts", "log", "design", "cap", "trace"):
         p = sub.add_parser(name)
@@ -596,6 +593,7 @@ def main(argv=None):
             p.add_argument("--seeds", default=None,
                            help="comma-separated, one per size: only its first N seeds of each alpha")
     args = parser.parse_args(argv)
+    OUT = args.logs
     if args.command == "run":
         sizes = [int(v) for v in args.sizes.split(",")]
         seeds = None if args.seeds is None else [int(v) for v in args.seeds.split(",")]

@@ -13,7 +13,7 @@ Every done point of the sweep in each store (any skip; a skip found in two store
 - with --first-seeds N, each transition's per-size onsets recomputed on seeds 0 .. N-1 alone (the seeds of a
   grid point of n_seeds = N, on the same streams): whether a design moved the grid's onsets;
 - with --against LOG (one store; a log of one skip's instances as `benchmarks/smi_onset.py` writes it, e.g.
-  benchmarks/results/onset/smi-c0.0001-alpha1-v3.jsonl), the stored instances set beside the logged ones of
+  benchmarks/data/onset/smi-c0.0001-alpha1-v3.jsonl), the stored instances set beside the logged ones of
   the same key (transition, size, alpha step, seed): how many the watched |M| differs for by more than 0.01,
   how many of those the stopping rule stopped early, and how many sit on the other side of the level.
 The last line sums the CPU-s and instances. Nothing is run: the stores are only read.
@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+import harness
 from seqphase.core import onset
 
 SWEEP = "smi-thresholds-gamp"
@@ -57,8 +58,6 @@ def first_seed_onsets(at, sizes, t, n, level):
 def against_log(store, paths):
     """Lines setting the stored instances of the one done point in `store` beside the logged instances in
     `paths` (jsonl, one instance a line, keyed '<transition>-d<size>-a<step>-s<seed>')."""
-    from smi_onset import done_keys  # the reader of the logs that script writes (this folder)
-
     from seqphase.core.models import get_model
     from seqphase.results.query import open_results
 
@@ -72,7 +71,7 @@ def against_log(store, paths):
     for path in paths:
         if not Path(path).is_file():
             raise FileNotFoundError(f"no log {path}")
-        logged.update(done_keys(Path(path)))
+        logged.update(harness.rows_by_key(path))
     lines = []
     for t, watched in get_model("smi").method("onset").transitions.items():
         new, ran, early = at[f"{t}_{watched}"].values, at[f"{t}_n_iter"].values >= 0, at[f"{t}_stopped"].values

@@ -1,18 +1,19 @@
 """The 2-layer SE sweep (`smi-2layer-se`, 48 alphas): per-point cost and curve, and the whole sweep's wall time.
 
-    python benchmarks/smi_se_speed.py points OUT.json [--alphas 0.2,0.8] [--set method.n_mc=1024 ...]
+    python benchmarks/smi_se_speed.py points [OUT.json] [--alphas 0.2,0.8] [--set method.n_mc=1024 ...]
     python benchmarks/smi_se_speed.py compare BEFORE.json AFTER.json [--seeds SEEDS.json]
     python benchmarks/smi_se_speed.py sweep [--workers 2] [--set ...]
     python benchmarks/smi_se_speed.py posterior [--alphas 0.8,1.0,1.3] [--repeat 3]
 
 `points` runs the SE method in this process on the sweep's own points (the same random streams as
-`seqphase run`) and writes, per alpha, the CPU seconds (process time, so that a loaded machine does not
+`seqphase run`) and writes to OUT.json (default benchmarks/out/smi_se_speed/points.json), per alpha, the CPU seconds (process time, so that a loaded machine does not
 inflate it), the iterations (coarse + fine), Q11, Q22 and the errors. `compare` prints both curves side by side
 with their differences; `--seeds` adds the scatter of the fixed point over independent point streams (a
 `points` file run with `--seed-offset K`: K added to the spec's seed), the Monte Carlo error bar of a curve;
 the errors' changes are printed in units of their combined standard errors (zplug, zbayes).
 `sweep` times `seqphase run smi-2layer-se --workers W` into a fresh temporary store (the wall time from the
 cluster start to the last point stored, and the CPU seconds summed over the points' `runtime_s`).
+The recorded runs the docs compare are in benchmarks/data/smi_se_speed/ (its README says which code made each).
 `posterior` records the 2-layer posterior's calls (labels, cavities, V) of the SE at the given alphas, then
 times each call again (CPU seconds, the minimum of `--repeat` runs) and prints the milliseconds per sample.
 """
@@ -24,8 +25,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
+
+import harness
 
 FIELDS = ("gen_error_plugin", "gen_error_bayes", "gen_error_plugin_se", "gen_error_bayes_se")
 
@@ -38,6 +42,8 @@ def points(out_path, alphas, overrides, seed_offset):
     sweep = load_sweep("smi-2layer-se", overrides)
     grid = [float(a) for a in sweep.params["alpha"]]
     chosen = grid if alphas is None else [min(grid, key=lambda g: abs(g - a)) for a in alphas]
+    harness.writable(out_path)  # refused before the run, not after it
+    harness.print_machine()
     rows = []
     for alpha in chosen:
         params = {"alpha": alpha, "skip": float(sweep.params["skip"][0]), "depth": 2}
@@ -52,8 +58,8 @@ def points(out_path, alphas, overrides, seed_offset):
         print(f"{alpha:7.4f} {cpu:7.2f} s {row['n_coarse']:4d} + {row['n_iter'] - row['n_coarse']:4d} it "
               f"Q11 {row['q11']:.5f} Q22 {row['q22']:.5f} conv {row['converged']}", flush=True)
     print(f"total CPU {sum(r['cpu_s'] for r in rows):.1f} s over {len(rows)} points")
-    with open(out_path, "w") as f:
-        json.dump({"overrides": overrides, "seed_offset": seed_offset, "rows": rows}, f, indent=1)
+    harness.write_json(out_path, {"overrides": overrides, "seed_offset": seed_offset, "rows": rows}, indent=1)
+    print(f"written to {out_path}")
 
 
 def posterior(alphas, repeat):
@@ -62,6 +68,7 @@ def posterior(alphas, repeat):
     from seqphase.sweeps.planner import seed_key
     from seqphase.sweeps.spec import load_sweep
 
+    harness.print_machine()
     kernel = channels.posterior_2layer
     calls = []
 
@@ -88,8 +95,7 @@ def posterior(alphas, repeat):
             best = min(best, time.process_time() - started)
         cpu += best
     samples = sum(args[0].shape[0] for args in calls)
-    print(f"{len(calls)} calls, {samples} samples: {1e3 * cpu / samples:.4f} ms per sample (CPU, min of {repeat}), "
-          f"load {os.getloadavg()[0]:.2f}")
+    print(f"{len(calls)} calls, {samples} samples: {1e3 * cpu / samples:.4f} ms per sample (CPU, min of {repeat})")
 
 
 def _load(path):
@@ -129,7 +135,7 @@ def sweep(workers, overrides):
         store = os.path.join(folder, "bench.zarr")
         cmd = [sys.executable, "-m", "seqphase.cli", "run", "smi-2layer-se", "--workers", str(workers), "--store",
                store, "--no-progress"] + [x for o in overrides for x in ("--set", o)]
-        load = os.getloadavg()[0]
+        harness.print_machine()
         started = time.perf_counter()
         usage0 = os.times()
         subprocess.run(cmd, check=True)
@@ -139,14 +145,15 @@ def sweep(workers, overrides):
         ds = xr.open_zarr(store, group="smi-2layer-se")
         point_cpu = float(ds["runtime_s"].sum())
         print(f"workers {workers}: wall {wall:.1f} s, CPU of the command and its workers {children_cpu:.1f} s, "
-              f"points' runtime_s summed {point_cpu:.1f} s, load before {load:.2f}, after {os.getloadavg()[0]:.2f}")
+              f"points' runtime_s summed {point_cpu:.1f} s")
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="mode", required=True)
     p = sub.add_parser("points")
-    p.add_argument("out")
+    p.add_argument("out", nargs="?", type=Path, default=harness.out_path("smi_se_speed", "points.json"),
+                   help="the JSON file written (default: benchmarks/out/smi_se_speed/points.json)")
     p.add_argument("--alphas", default=None, help="comma-separated alphas (nearest grid points; default: all 48)")
     p.add_argument("--set", action="append", default=[], dest="overrides")
     p.add_argument("--seed-offset", type=int, default=0, help="added to the spec's seed: independent streams")

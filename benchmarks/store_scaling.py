@@ -1,7 +1,7 @@
-"""Driver throughput and store scaling (issue 18), printed as the tables of docs/benchmarks.md.
+"""Driver throughput and store scaling, printed as the tables of docs/benchmarks.md.
 
     python benchmarks/store_scaling.py [--points 4000] [--big 100000] [--workers 1,2] [--skip-big] [--no-fsync]
-                                       [--insecure-no-tls]
+                                       [--insecure-no-tls] [--keep DIR]
 
 1. `glm-perceptron-se --set alpha=0.1:5:POINTS` from scratch on 1 and 2 local workers: sweep wall time
    (first submission to last point stored, consolidation included), summed point runtime (the ledger's
@@ -13,10 +13,13 @@
 2. The same sweep's store at BIG points: the 4,000 computed points' values written again and again
    (point i gets point i mod 4000's arrays) through the driver's batched writer, so the store holds
    real per-point bytes; files, bytes, writer time per point, and `seqphase query` time and peak RSS.
-3. The driver on a BIG-point plan, end to end: the toy model of the tests (a closed form, ~0.1 ms a
-   point) on 2 workers, for the driver's peak RSS and its time per point.
+3. The driver on a BIG-point plan, end to end: `ClosedForm` below (a closed form, ~10 us a point; the
+   workers import it from this file, which the driver's spawned workers find on the path they inherit) on 2
+   workers, for the driver's peak RSS and its time per point.
 
-Every measurement runs in a fresh process; the machine's load average is printed beside each.
+Every measurement runs in a fresh process; the machine's load is printed beside each. The stores go to a
+temporary folder, removed at the end, or to --keep DIR (which must not hold them already: every run starts
+from an empty store).
 """
 
 import argparse
@@ -28,8 +31,35 @@ import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-TESTS = HERE.parent / "tests"
+import numpy as np
+
+import harness
+from harness import peak_rss_mb
+from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, Variable
+
+
+class ClosedFormSE(Method):
+    """overlap = alpha / (1 + alpha) and three draws of the point's stream: a point costs microseconds, so a
+    run of many points measures the driver, the scheduler and the store. The layout (and so the bytes a point
+    stores) is that of the engine tests' toy model, tests/toymodel.py, which the docs' figures were measured on."""
+
+    def layout(self, settings):
+        return Layout({"row": np.arange(1, 2), "col": np.arange(1, 2), "seed": np.arange(3)},
+                      {"overlap": Variable(("row", "col"), "f8", "alpha/(1+alpha)"),
+                       "gen_error": Variable((), "f8", "1 - overlap"),
+                       "noise": Variable(("seed",), "f8", "three draws of the point's stream")})
+
+    def run(self, params, settings, seed_sequence):
+        value = params["alpha"] / (1.0 + params["alpha"])
+        noise = np.random.default_rng(seed_sequence).standard_normal(3)
+        return {"overlap": np.full((1, 1), value), "gen_error": 1.0 - value, "noise": noise}
+
+
+class ClosedForm(Model):
+    def __init__(self):
+        super().__init__(name="store_scaling:ClosedForm", description="a closed form, to time the driver alone",
+                         params={"alpha": Param("alpha", "float", "sample complexity", REQUIRED, low=0.0)},
+                         methods={"se": ClosedFormSE({}, version=1, doc="closed form")})
 
 
 def load():
@@ -38,18 +68,17 @@ def load():
 
 def child(kind, **kw):
     """Run one measurement in a fresh Python process; returns its JSON."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS)] + os.environ.get("PYTHONPATH", "").split(os.pathsep)))
-    out = subprocess.run([sys.executable, __file__, "_child", kind, json.dumps(kw)], capture_output=True, text=True,
-                         env=env)
+    out = subprocess.run([sys.executable, __file__, "_child", kind, json.dumps(kw)], capture_output=True, text=True)
     if out.returncode:
         sys.exit(f"{kind} failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def peak_rss_mb():
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def fresh(path):
+    """`path` for a new store: refused when it exists (each measurement starts from an empty store)."""
+    if path.exists():
+        sys.exit(f"{path} exists: give --keep a folder without the benchmark's stores")
+    return path
 
 
 def store_size(path):
@@ -106,8 +135,6 @@ def run_sweep_child(spec, overrides, workers, store, fsync=True, tls=True):
 
 def fill_child(source, store, points):
     """Write `points` points of the source sweep's layout through the batched writer."""
-    import numpy as np
-
     from seqphase.results.store import DONE, Store
     from seqphase.sweeps.planner import plan_sweep
     from seqphase.sweeps.spec import load_sweep
@@ -150,15 +177,22 @@ def main():
     parser.add_argument("--no-fsync", action="store_true", help="skip the fsyncs (to measure their cost)")
     parser.add_argument("--insecure-no-tls", action="store_true", help="plain tcp:// instead of TLS (to measure its cost)")
     args = parser.parse_args()
-    folder = Path(args.keep or tempfile.mkdtemp(prefix="seqphase-bench-"))
-    folder.mkdir(parents=True, exist_ok=True)
+    if args.keep:
+        Path(args.keep).mkdir(parents=True, exist_ok=True)
+        return measure(args, Path(args.keep))
+    with tempfile.TemporaryDirectory(prefix="seqphase-bench-") as folder:
+        return measure(args, Path(folder))
+
+
+def measure(args, folder):
+    harness.print_machine()
     print(f"# glm-perceptron-se --set alpha=0.1:5:{args.points}" + (" (fsync skipped)" if args.no_fsync else "")
           + (" (plain tcp://, no TLS)" if args.insecure_no_tls else " (TLS)"))
     print("| workers | points | wall s | summed runtime s | efficiency | flushes (s) | driver peak MB | load (1, 5, 15 min) |")
     print("|---|---|---|---|---|---|---|---|")
     stores = {}
     for workers in (int(w) for w in args.workers.split(",")):
-        store = folder / f"se-{args.points}-w{workers}.zarr"
+        store = fresh(folder / f"se-{args.points}-w{workers}.zarr")
         before = load()
         r = child("sweep", spec="glm-perceptron-se", overrides=[f"alpha=0.1:5:{args.points}"], workers=workers,
                   store=str(store), fsync=not args.no_fsync, tls=not args.insecure_no_tls)
@@ -173,7 +207,7 @@ def main():
           f"query {wall:.2f} s, peak {rss:.0f} MB, {rows} rows ({load()})", flush=True)
     if args.skip_big:
         return 0
-    big = folder / f"se-{args.big}.zarr"
+    big = fresh(folder / f"se-{args.big}.zarr")
     r = child("fill", source=str(store), store=str(big), points=args.big)
     assert r["check"] and r["done"] == args.big, r
     files, size, disk = store_size(big)
@@ -181,13 +215,13 @@ def main():
     print(f"store at {args.big} points: {files} files, {size / 1e6:.1f} MB ({disk / 1e6:.1f} MB on disk); "
           f"batched writer {r['per_point_ms']:.3f} ms/point (peak {r['rss_mb']:.0f} MB); "
           f"query {wall:.2f} s, peak {rss:.0f} MB, {rows} rows ({load()})", flush=True)
-    toy = folder / "toy.toml"
-    toy.write_text(f'name = "toy"\nmodel = "toymodel:ToyModel"\nseed = 7\n[params]\n'
-                   f'alpha = {{ start = 0.1, stop = 5.0, num = {args.big} }}\n[method]\nname = "se"\n')
+    spec_file = folder / "closed-form.toml"
+    harness.write_text(spec_file, f'name = "closed-form"\nmodel = "store_scaling:ClosedForm"\nseed = 7\n[params]\n'
+                                  f'alpha = {{ start = 0.1, stop = 5.0, num = {args.big} }}\n[method]\nname = "se"\n')
     before = load()
-    r = child("sweep", spec=str(toy), overrides=[], workers=2, store=str(folder / "toy.zarr"))
+    r = child("sweep", spec=str(spec_file), overrides=[], workers=2, store=str(fresh(folder / "closed-form.zarr")))
     assert r["done"] == args.big, r
-    print(f"driver on a {args.big}-point plan (toy model, 2 workers): wall {r['wall']:.1f} s = "
+    print(f"driver on a {args.big}-point plan (closed form, 2 workers): wall {r['wall']:.1f} s = "
           f"{1e3 * r['wall'] / args.big:.2f} ms/point, driver peak {r['rss_mb']:.0f} MB "
           f"(before {before}, after {load()})", flush=True)
     return 0

@@ -1,21 +1,21 @@
 """Threshold points as graphs of tasks against the sequential bisections: the values, and the wall of a
 point on 1 worker (serial) against the longest chain of its graph.
 
-    # old code importable as `seqphase` (e.g. a checkout of the commit before, via PYTHONPATH):
-    python benchmarks/threshold_graphs.py run --out /tmp/old.jsonl [--only SWEEP ...]
+    # old code importable as `seqphase` (e.g. a checkout of the commit before, installed in another venv):
+    python benchmarks/threshold_graphs.py run --out /tmp/old.jsonl [--only SWEEP ...] [--set NAME=VALUES ...]
     # new code:
-    python benchmarks/threshold_graphs.py run --out /tmp/new.jsonl [--only SWEEP ...]
+    python benchmarks/threshold_graphs.py run --out /tmp/new.jsonl [--only SWEEP ...] [--set NAME=VALUES ...]
     python benchmarks/threshold_graphs.py compare /tmp/old.jsonl /tmp/new.jsonl    # the docs tables
 
-`run` appends one JSON line a point to --out.
-
-`run` computes every point of the shipped threshold sweeps of glm, multiindex and quadratic-erm in this
-process (`Model.run`), recording per point the values, the CPU time (time.process_time) and, for a
+`run` computes every point of the threshold sweeps (`--only`; default: the shipped threshold sweeps of glm,
+multiindex and quadratic-erm, SWEEPS) in this process (`Model.run`), with the `--set` overrides applied to each
+as for `seqphase run`, and appends one JSON line a point to --out (default
+benchmarks/out/threshold_graphs/points.jsonl): the values, the CPU time (time.process_time) and, for a
 method with a task graph, the chain: the sum over the graph's rounds of the longest work of the round
 (CPU time of each work run serially), i.e. the point's wall on as many workers as a round has works.
-`--task-log benchmarks/results/parallelism` also writes each sweep's graph in the task-log format of
-benchmarks/parallelism.py (`table` list-schedules it), with CPU times: on a loaded machine the driver's
-task log (wall times) inflates every work by the load.
+`--task-log DIR` also writes each sweep's graph in the task-log format of benchmarks/parallelism.py
+(`table --logs DIR` list-schedules it), with CPU times: on a loaded machine the driver's task log (wall
+times) inflates every work by the load.
 `compare` prints, value by value, old, new, the relative difference and the search's stated error.
 """
 
@@ -28,8 +28,11 @@ import math
 import os
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
+
+import harness
 
 SWEEPS = ["glm-cs-thresholds", "glm-phase-retrieval-thresholds", "glm-binary-perceptron-thresholds",
           "multiindex-thresholds", "multiindex-norm2-thresholds", "quadratic-erm-thresholds"]
@@ -53,15 +56,18 @@ def _timed_drive(tasks):
         return stop.value, stages
 
 
-def run(out, only, task_log=None):
+def run(out, only, task_log=None, overrides=()):
     from seqphase.core.models import get_model, point_stream
     from seqphase.sweeps.planner import plan_sweep
     from seqphase.sweeps.spec import load_sweep
 
+    harness.writable(out)  # refused before the run, not after it
+    harness.print_machine()
     for name in only or SWEEPS:
-        plan = plan_sweep(load_sweep(name))
-        if task_log:
-            open(os.path.join(task_log, f"{name}.jsonl"), "w").close()
+        plan = plan_sweep(load_sweep(name, overrides=list(overrides)))
+        log = Path(task_log) / f"{name}.jsonl" if task_log else None
+        if log:
+            harness.write_text(log, "")
         model = get_model(plan.sweep.model)
         for point in plan.points:
             params, settings = plan.point_inputs(point)
@@ -79,11 +85,9 @@ def run(out, only, task_log=None):
                    "cpu_s": cpu, "chain_s": chain, "works": n_works, "rounds": rounds,
                    "load": os.getloadavg()[0], "settings": {k: settings[k] for k in ("rtol", "k", "it_rtol") if k in settings},
                    "stages": stages}
-            with open(out, "a") as fh:  # one JSON line a point, as it is computed
-                fh.write(json.dumps(row) + "\n")
-            if task_log:  # the point's graph in benchmarks/parallelism.py's task-log format, CPU times
-                with open(os.path.join(task_log, f"{name}.jsonl"), "a") as fh:
-                    fh.write(json.dumps({"point": point.hash, "stages": stages}) + "\n")
+            harness.append_jsonl(out, [row])  # one JSON line a point, as it is computed
+            if log:  # the point's graph in benchmarks/parallelism.py's task-log format, CPU times
+                harness.append_jsonl(log, [{"point": point.hash, "stages": stages}])
             print(json.dumps(row), flush=True)
 
 
@@ -182,8 +186,11 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run")
-    r.add_argument("--out", required=True)
+    r.add_argument("--out", type=Path, default=harness.out_path("threshold_graphs", "points.jsonl"),
+                   help="the JSON-lines file the points are appended to")
     r.add_argument("--only", nargs="*")
+    r.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUES",
+                   help="an override as for `seqphase run --set` (repeatable; applies to every sweep)")
     r.add_argument("--task-log", help="also write each sweep's graph (CPU time of every work, round by round) "
                    "as benchmarks/parallelism.py task logs into this folder")
     c = sub.add_parser("compare")
@@ -191,7 +198,7 @@ def main(argv=None):
     c.add_argument("new")
     args = parser.parse_args(argv)
     if args.cmd == "run":
-        run(args.out, args.only, args.task_log)
+        run(args.out, args.only, args.task_log, args.overrides)
     else:
         return 1 if compare(args.old, args.new, bound_of) else 0
 

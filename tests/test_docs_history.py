@@ -128,7 +128,7 @@ def test_marks_are_found(text):
     "`seqphase run glm-perceptron-se --store /tmp/readme.zarr`",
     "```text\nspec --plan--> points\n```",
     "<!-- a comment the page does not render -->",
-    "measured on an idle 2-core machine (`python benchmarks/run.py`)",
+    "measured on an idle 2-core machine (`python benchmarks/parallelism.py speedup glm-perceptron-se`)",
     "[the first step](04-run-on-slurm.md#1-a-cluster-here-the-development-one)",
     "`seqphase status` prints the work now",
     "the overlap grows from now on",

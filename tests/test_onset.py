@@ -217,6 +217,7 @@ def _smi_onset_script(monkeypatch, out):
     from pathlib import Path
 
     path = Path(__file__).resolve().parents[1] / "benchmarks" / "smi_onset.py"
+    monkeypatch.syspath_prepend(str(path.parent))  # its `import harness`, as `python benchmarks/smi_onset.py` has
     spec = importlib.util.spec_from_file_location("smi_onset_script", path)
     script = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, spec.name, script)  # its process pool pickles _work by module name
