@@ -410,7 +410,8 @@ def list_sweeps():
     Returns
     -------
     list of dict
-        One ``{"name", "model", "method", "points", "title", "cost"}`` per sweep of ``sweeps/specs/``;
+        One ``{"name", "model", "method", "points", "title", "cost"}`` per sweep the installed model families
+        ship (``core/<family>/sweeps/`` for seqphase's own);
         ``cost`` is its measured `seqphase.sweeps.costs.SweepCost` (CPU-s, how it was measured, the
         command), or None.
     """
@@ -453,7 +454,7 @@ def reproduce(paper, *, quick=False, store=None, output=None, client=None, clust
     -------
     tuple
         ``(path of index.html, agreement rows, number of failed points)``; each row
-        (``seqphase.results.report.Row``) holds the figure, curve, quantity, ours, published, deviation,
+        (``seqphase.core.agreement.Row``) holds the figure, curve, quantity, ours, published, deviation,
         tolerance, where the tolerance comes from, and the verdict.
     """
     from seqphase.cluster import run_sweep
