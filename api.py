@@ -404,8 +404,14 @@ def manifest_notes(group):
     return []
 
 
-def list_sweeps():
+def list_sweeps(unloadable=None):
     """The shipped sweeps, sorted by name.
+
+    Parameters
+    ----------
+    unloadable : list, optional
+        Where a sweep that cannot be loaded (its spec, or its family's model module, fails) is noted, one line
+        each, and left out; by default its error is raised.
 
     Returns
     -------
@@ -420,7 +426,13 @@ def list_sweeps():
 
     out = []
     for name in sorted(shipped_specs()):
-        sweep = load_sweep(name)
+        try:
+            sweep = load_sweep(name)
+        except SeqphaseError as exc:
+            if unloadable is None:
+                raise
+            unloadable.append(f"sweep {name!r} cannot be loaded: {exc.one_line()}")
+            continue
         size = 1
         for values in sweep.params.values():
             size *= len(values)

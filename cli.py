@@ -321,18 +321,20 @@ def _check_not_locked(store):
 def cmd_list(args):
     from seqphase.api import list_sweeps
 
+    unloadable = []
     rows = [[row["name"], f"{row['model']}/{row['method']}", str(row["points"]), _cpu_cell(row["cost"]), row["title"]]
-            for row in list_sweeps()]
+            for row in list_sweeps(unloadable)]
     _print_lines(columns([["sweep", "model/method", "points", "CPU-s", "title"]] + rows, right={2, 3}))
-    _note_broken_families()
+    _note_left_out(unloadable)
     return 0
 
 
-def _note_broken_families():
-    """One line on stderr per installed model family that could not be loaded (left out of the lists)."""
+def _note_left_out(unloadable):
+    """One line on stderr per installed model family that could not be loaded and per sweep or family's
+    papers (`unloadable`) that could not: a broken family is left out of the lists, never the end of them."""
     from seqphase.core.family import broken
 
-    for line in broken():
+    for line in list(broken()) + list(unloadable):
         print(f"seqphase: note: {line}; left out", file=sys.stderr)
 
 
@@ -513,7 +515,7 @@ def cmd_reproduce(args):
         for line, paper in zip(lines[1:], papers):
             print(line)
             print(f"{indent}sweeps: {', '.join(dict.fromkeys(paper.sweeps))}")
-        _note_broken_families()
+        _note_left_out(PAPERS.unloadable)
         return 0
     if not args.paper:
         raise SeqphaseError("PAPER", "missing", "name a paper id (seqphase reproduce --list)")

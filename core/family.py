@@ -48,6 +48,8 @@ class Family:
         run's name to its stored Dataset, `reference` a published file's name to its columns (no file I/O).
     figures : str
         The module that draws its sweeps' figures (its methods' `figure` call it), or "" for the generic ones.
+    name : str
+        The family's name: its entry point's, set when the families are found.
     """
 
     models: dict

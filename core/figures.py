@@ -23,7 +23,6 @@ import numpy as np
 
 from seqphase.core.errors import SeqphaseError
 
-
 #: the key under which a figure's `companions` carry the published data of the sweep's family: a mapping
 #: {file name: {column: float array}} given by the caller (`results/plot.py`, from the loader
 #: `seqphase.sweeps.families`), beside the companion sweeps (roles ending in `_sweep`)

@@ -76,7 +76,7 @@ class Reference(Mapping):
             with entry.open("r", newline="") as handle:
                 return read_columns(handle)
         except FileNotFoundError:
-            raise SeqphaseError(f"{self.family.package}/{self.family.reference}/{name}",
+            raise SeqphaseError("/".join(part for part in (self.family.package, self.family.reference, name) if part),
                                 "published data file missing from this installation",
                                 "reinstall the family's package with its package data (pip install .)") from None
 

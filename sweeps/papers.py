@@ -105,11 +105,13 @@ class Paper:
 
 class _Papers(MutableMapping):
     """{paper id: Paper} of every registered family (`seqphase.core.family`), in the families' order, collected
-    when first read (the families' papers modules import this one). A paper id that two families use is an
-    error naming both. A mapping, so a test may put a paper in (`monkeypatch.setitem`)."""
+    when first read (the families' papers modules import this one). A family whose papers cannot be imported
+    is left out with a line in `unloadable`; a paper id that two families use is an error naming both. A
+    mapping, so a test may put a paper in (`monkeypatch.setitem`)."""
 
     def __init__(self):
         self._papers = None
+        self.unloadable = []
 
     def _table(self):
         if self._papers is None:
@@ -117,7 +119,12 @@ class _Papers(MutableMapping):
             for family in families().values():
                 if not family.papers:
                     continue
-                for paper in registry.resolve(family.papers, f"model family {family.name!r}", error=SeqphaseError):
+                try:
+                    listed = registry.resolve(family.papers, f"model family {family.name!r}", error=SeqphaseError)
+                except SeqphaseError as exc:
+                    self.unloadable.append(f"the papers of {exc.one_line()}")
+                    continue
+                for paper in listed:
                     if paper.id in papers:
                         raise SeqphaseError("PAPER", f"paper {paper.id!r} is listed by two families: "
                                             f"{papers[paper.id].family!r} and {family.name!r}", "uninstall one of them")

@@ -133,6 +133,9 @@ def test_listed_run_and_reproduced_from_its_package(site, tmp_path):
 
 
 def test_a_broken_family_is_one_line_and_the_rest_works(site, tmp_path):
+    """A family whose package cannot be imported, and one whose package loads but whose model and papers
+    modules fail (a missing dependency): each failure is one line of `seqphase list` or `reproduce --list`,
+    and everything else is listed and runs."""
     broken = tmp_path / "broken"
     dist_info(broken, "broken-family", "0.1", {"seqphase.models": {"broken": "no_such_module_here:FAMILY"}})
     code, out, err = seqphase(["list"], [site, broken], tmp_path)
@@ -141,6 +144,28 @@ def test_a_broken_family_is_one_line_and_the_rest_works(site, tmp_path):
     assert "model family 'broken'" in line and "no_such_module_here" in line and "broken-family" in line
     code, out, _ = seqphase(["--help"], [site, broken], tmp_path)
     assert code == 0 and "reproduce" in out
+
+    half = tmp_path / "half"
+    (half / "half_family" / "sweeps").mkdir(parents=True)
+    (half / "half_family" / "__init__.py").write_text(
+        "from seqphase.core.family import Family\n"
+        "FAMILY = Family(models={'half': 'half_family.model:HalfModel'}, package='half_family',\n"
+        "                papers='half_family.papers:PAPERS', checks='half_family.papers:CHECKS')\n")
+    for module in ("model", "papers"):
+        (half / "half_family" / f"{module}.py").write_text("raise ImportError('needs a package not installed')\n")
+    (half / "half_family" / "sweeps" / "half-se.toml").write_text(
+        'name = "half-se"\nmodel = "half"\n[params]\nalpha = 1.0\n[method]\nname = "se"\n')
+    dist_info(half, "half-family", "0.1", {"seqphase.models": {"half": "half_family:FAMILY"}})
+    code, out, err = seqphase(["list"], [site, half], tmp_path)
+    assert code == 0 and "toy-linear-se" in out and "half-se" not in out
+    (line,) = err.strip().splitlines()
+    assert "sweep 'half-se' cannot be loaded" in line and "needs a package not installed" in line
+    code, out, err = seqphase(["reproduce", "--list"], [site, half], tmp_path)
+    assert code == 0 and any(line.startswith("toy ") for line in out.splitlines())
+    (line,) = err.strip().splitlines()
+    assert "the papers of model family 'half'" in line and "needs a package not installed" in line
+    code, _, err = seqphase(["run", "half-se"], [site, half], tmp_path)
+    assert code == 2 and "needs a package not installed" in err and len(err.strip().splitlines()) == 1
 
 
 def test_a_name_registered_twice_is_an_error_naming_both(site, tmp_path):
