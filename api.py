@@ -404,13 +404,20 @@ def manifest_notes(group):
     return []
 
 
-def list_sweeps():
+def list_sweeps(unloadable=None):
     """The shipped sweeps, sorted by name.
+
+    Parameters
+    ----------
+    unloadable : list, optional
+        Where a sweep that cannot be loaded (its spec, or its family's model module, fails) is noted, one line
+        each, and left out; by default its error is raised.
 
     Returns
     -------
     list of dict
-        One ``{"name", "model", "method", "points", "title", "cost"}`` per sweep of ``sweeps/specs/``;
+        One ``{"name", "model", "method", "points", "title", "cost"}`` per sweep the installed model families
+        ship (``core/<family>/sweeps/`` for seqphase's own);
         ``cost`` is its measured `seqphase.sweeps.costs.SweepCost` (CPU-s, how it was measured, the
         command), or None.
     """
@@ -419,7 +426,13 @@ def list_sweeps():
 
     out = []
     for name in sorted(shipped_specs()):
-        sweep = load_sweep(name)
+        try:
+            sweep = load_sweep(name)
+        except SeqphaseError as exc:
+            if unloadable is None:
+                raise
+            unloadable.append(f"sweep {name!r} cannot be loaded: {exc.one_line()}")
+            continue
         size = 1
         for values in sweep.params.values():
             size *= len(values)
@@ -453,7 +466,7 @@ def reproduce(paper, *, quick=False, store=None, output=None, client=None, clust
     -------
     tuple
         ``(path of index.html, agreement rows, number of failed points)``; each row
-        (``seqphase.results.report.Row``) holds the figure, curve, quantity, ours, published, deviation,
+        (``seqphase.core.agreement.Row``) holds the figure, curve, quantity, ours, published, deviation,
         tolerance, where the tolerance comes from, and the verdict.
     """
     from seqphase.cluster import run_sweep

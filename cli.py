@@ -96,7 +96,7 @@ def build_parser():
     add_slurm(submit)
     add_access(submit, attach=False)
 
-    sub.add_parser("list", help="list the shipped sweeps")
+    sub.add_parser("list", help="list the sweeps the installed model families ship")
 
     check = sub.add_parser("check", help="run the identity battery on a user channel or prior (a "
                            "seqphase.Likelihood or seqphase.Prior): exit 0 if every identity holds, 1 if one fails")
@@ -321,10 +321,21 @@ def _check_not_locked(store):
 def cmd_list(args):
     from seqphase.api import list_sweeps
 
+    unloadable = []
     rows = [[row["name"], f"{row['model']}/{row['method']}", str(row["points"]), _cpu_cell(row["cost"]), row["title"]]
-            for row in list_sweeps()]
+            for row in list_sweeps(unloadable)]
     _print_lines(columns([["sweep", "model/method", "points", "CPU-s", "title"]] + rows, right={2, 3}))
+    _note_left_out(unloadable)
     return 0
+
+
+def _note_left_out(unloadable):
+    """One line on stderr per installed model family that could not be loaded and per sweep or family's
+    papers (`unloadable`) that could not: a broken family is left out of the lists, never the end of them."""
+    from seqphase.core.family import broken
+
+    for line in list(broken()) + list(unloadable):
+        print(f"seqphase: note: {line}; left out", file=sys.stderr)
 
 
 def _cpu_cell(cost):
@@ -504,6 +515,7 @@ def cmd_reproduce(args):
         for line, paper in zip(lines[1:], papers):
             print(line)
             print(f"{indent}sweeps: {', '.join(dict.fromkeys(paper.sweeps))}")
+        _note_left_out(PAPERS.unloadable)
         return 0
     if not args.paper:
         raise SeqphaseError("PAPER", "missing", "name a paper id (seqphase reproduce --list)")

@@ -8,8 +8,8 @@ backend can be added or changed without touching another.
 from __future__ import annotations
 
 import contextlib
-import importlib
 
+from seqphase.core import registry
 from seqphase.core.errors import ClusterError
 
 # glibc returns every large numpy temporary to the OS (mmap/munmap, and Dask's default
@@ -77,7 +77,7 @@ class Backend:
 
 
 # The backends, in the order the unknown-cluster message lists them. They are imported when
-# `connect()` looks a value up, as "module:Class", because each of them imports this module.
+# `connect()` looks a value up, as "module:Class" (core/registry.py), because each of them imports this module.
 BACKENDS = {
     "local": "seqphase.cluster.local:LocalBackend",
     "slurm": "seqphase.cluster.slurm:SlurmBackend",
@@ -86,8 +86,7 @@ BACKENDS = {
 
 
 def backend_class(name):
-    module, _, attr = BACKENDS[name].partition(":")
-    return getattr(importlib.import_module(module), attr)
+    return registry.resolve(BACKENDS[name], "--cluster", error=ClusterError)
 
 
 def backend_for(cluster):

@@ -2,9 +2,11 @@
 
 Shared, importing no family: numerics (quadrature, fixed points, bisections, small linear algebra),
 channel (the channel protocol and the scalar channels), gamp (the one GAMP loop), figures (generic
-drawing), models (the model/method contract and the registry), errors; the spectral denoisers rie
-(symmetric) and rectangular_rie; optim (Adam and GD). One folder per family with the same files (channels,
-se, gamp, thresholds, model, figures): glm/, multiindex/, smi/, aim/, quadratic/ (models `quadratic` and
-`quadratic-erm`), bsr/.
+drawing), models (the model/method contract), family and registry (the families registered under the
+entry-point group `seqphase.models`, "module:Class" names resolved), agreement (the rows of the agreement
+table), errors; the spectral denoisers rie (symmetric) and rectangular_rie; optim (Adam and GD). One folder per
+family with the same files (its FAMILY in __init__, channels, se, gamp, thresholds, model, figures, papers,
+checks; its sweep specs in sweeps/ and published data in reference/): glm/, multiindex/, smi/, aim/,
+quadratic/ (models `quadratic` and `quadratic-erm`), bsr/.
 Conventions: alpha = n/d, rho = E x^2, overlap m, MSE V = rho - m, SNR mhat.
 """

@@ -2,7 +2,8 @@
 (`overlap` (row, col), `overlap_amp`, `gen_error`, `overlap_se`, `alpha_stability`, ...); a family's
 figures.py uses them for the methods whose variables follow the conventions and draws its own
 otherwise. Pure drawing: the caller passes pyplot, a Dataset masked to the done points and the
-companion sweeps (also masked); `results/plot.py` opens, masks and saves.
+companion sweeps (also masked) and, under `REFERENCE`, the family's published data; `results/plot.py` opens,
+masks and saves. Nothing here reads a file.
 
 - SE sweeps: overlap and test error versus alpha, Bayes-optimal branch solid, AMP branch dashed where
   it differs (a first-order transition shows as the gap between them); one line per value of every
@@ -16,27 +17,25 @@ companion sweeps (also masked); `results/plot.py` opens, masks and saves.
 
 from __future__ import annotations
 
-import csv
 import itertools
-from importlib import resources
 
 import numpy as np
 
 from seqphase.core.errors import SeqphaseError
 
+#: the key under which a figure's `companions` carry the published data of the sweep's family: a mapping
+#: {file name: {column: float array}} given by the caller (`results/plot.py`, from the loader
+#: `seqphase.sweeps.families`), beside the companion sweeps (roles ending in `_sweep`)
+REFERENCE = "reference"
 
-def published_columns(family, name):
-    """The columns of a published data file shipped with seqphase (`sweeps/reference/FAMILY/NAME`, a CSV
-    with a header row) as float arrays; an unnamed column (a pandas index) is dropped."""
-    entry = resources.files("seqphase.sweeps").joinpath("reference").joinpath(family).joinpath(name)
-    try:
-        with entry.open("r", newline="") as fh:
-            rows = list(csv.reader(fh))
-    except FileNotFoundError:
-        raise SeqphaseError(f"sweeps/reference/{family}/{name}", "published data file missing from this "
-                            "installation", "reinstall seqphase with its package data (pip install .)") from None
-    header, body = rows[0], np.array(rows[1:], dtype=float)
-    return {column: body[:, k] for k, column in enumerate(header) if column}
+
+def published(companions, name):
+    """The columns of the published file `name` of the sweep's family, from `companions[REFERENCE]`."""
+    reference = (companions or {}).get(REFERENCE)
+    if reference is None:
+        raise SeqphaseError(name, "this figure draws published data and was given none",
+                            "draw it with seqphase plot (seqphase.results.plot.make_figure), which passes it")
+    return reference[name]
 
 
 def generic(plt, ds, method, companions=None):

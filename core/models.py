@@ -23,23 +23,22 @@ Conventions used by every model (stated once here):
   (x_hat - x*)^2 per component; gen_error = test error of a new label (classification error for sign
   outputs, squared error otherwise).
 
-The registry `MODELS` maps a name to "module:Class" and imports the family only when asked for it; a
-user model outside the package is named the same way ("package.module:ClassName") in a spec; it must
-subclass `Model` and be importable on the workers.
+A model is named in a spec by the name its family registers (`registered_models`: the installed families
+of `core/family.py`, each model a "module:Class" imported only when asked for); a user model outside any
+family is named by its "package.module:ClassName"; it must subclass `Model` and be importable on the
+workers.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-import importlib
 import math
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 import numpy as np
 
-from seqphase.core import plugins
+from seqphase.core import family, plugins, registry
 from seqphase.core.errors import ParameterError
 
 REQUIRED = object()
@@ -341,7 +340,7 @@ class SeededMethod(Method):
 class Model:
     """Base class of a model family: a table of parameters and methods.
 
-    A spec names a model by its registry name (`MODELS`) or, for one of your own, as
+    A spec names a model by its registered name (`registered_models`) or, for one of your own, as
     ``"package.module:ClassName"`` (importable on the driver and every worker).
 
     Parameters
@@ -483,45 +482,30 @@ class Model:
         return None if m.tasks is None else m.tasks(dict(params), dict(settings), seed_sequence)
 
 
-#: The registry: model name -> "module:Class". Looked up by name only when a model is asked for, so
-#: `import seqphase` stays light, a broken optional model cannot break the CLI, and no module of a
-#: family is imported by this one (no import loop). A user model is named the same way in a spec.
-MODELS = {
-    "glm": "seqphase.core.glm.model:GLMModel",
-    "multiindex": "seqphase.core.multiindex.model:MultiIndexModel",
-    "smi": "seqphase.core.smi.model:SMIModel",
-    "aim": "seqphase.core.aim.model:AIMModel",
-    "quadratic": "seqphase.core.quadratic.model:QuadraticModel",
-    "quadratic-erm": "seqphase.core.quadratic.model:QuadraticERMModel",
-    "bsr": "seqphase.core.bsr.model:BSRModel",
-}
+def registered_models():
+    """{model name: "module:Class"} of the installed model families (`core/family.py`: the entry-point group
+    ``seqphase.models``). Only names: a family's model module is imported when the model is asked for, so
+    `import seqphase` stays light and no module of a family is imported by this one (no import loop)."""
+    return family.model_targets()
 
 
 def model_names():
-    return sorted(MODELS)
-
-
-@lru_cache(maxsize=None)
-def _load(target):
-    module_name, _, class_name = target.partition(":")
-    return getattr(importlib.import_module(module_name), class_name)
+    return sorted(registered_models())
 
 
 def get_model(name):
-    """Look a model up by registry name, or import a user model given as "module:ClassName"."""
-    if name in MODELS:
-        return _load(MODELS[name])()
+    """Look a model up by its registered name, or import a user model given as "module:ClassName"."""
+    targets = registered_models()
+    if name in targets:
+        return registry.resolve(targets[name], "model")()
     if ":" in name:
-        try:
-            cls = _load(name)
-        except (ImportError, AttributeError, ValueError, TypeError) as exc:  # ".mod:X", ":X": not importable
-            raise ParameterError("model", f"cannot import user model {name!r}: {exc}",
-                                 "make the module importable (PYTHONPATH) on the driver and the workers")
+        cls = registry.resolve(name, "model", what="user model ", example="mypackage.models:MyModel",
+                               fix="make the module importable (PYTHONPATH) on the driver and the workers")
         if not (isinstance(cls, type) and issubclass(cls, Model)):
             raise ParameterError("model", f"{name!r} is not a seqphase.core.models.Model subclass")
         return cls()
     raise ParameterError("model", f"unknown model {name!r}",
-                         f"use one of {', '.join(sorted(MODELS))} or 'module:ClassName'")
+                         f"use one of {', '.join(sorted(targets))} or 'module:ClassName'")
 
 
 def run_point(model_name, method, params, settings, seed_entropy, seed_key):

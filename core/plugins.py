@@ -39,15 +39,14 @@ denoiser protocol (core/glm/priors.py).
 from __future__ import annotations
 
 import hashlib
-import importlib
 import inspect
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import metadata
 
 import numpy as np
 
+from seqphase.core import registry
 from seqphase.core.channel import ScalarChannel
 from seqphase.core.contract import Likelihood, Prior
 from seqphase.core.errors import ParameterError
@@ -125,40 +124,20 @@ def _file_hash(cls):
 
 
 def entry_point_names(kind):
-    """{short name: "module:attr"} registered by installed packages for `kind`."""
-    try:
-        found = metadata.entry_points(group=ENTRY_POINT_GROUPS[kind])
-    except TypeError:  # pragma: no cover - Python < 3.10 API
-        found = metadata.entry_points().get(ENTRY_POINT_GROUPS[kind], ())
-    return {ep.name: ep.value for ep in found}
+    """{short name: "module:attr"} registered by installed packages for `kind` (core/registry.py)."""
+    group = ENTRY_POINT_GROUPS[kind]
+    return {name: entry.target for name, entry in registry.entry_points(group, kind, f"params.{kind}").items()}
 
 
 @lru_cache(maxsize=None)
 def _import(target, kind, where):
-    obj = _import_object(target, where)
+    obj = registry.resolve(target, where)
     base = Likelihood if kind == "channel" else Prior
     if not (isinstance(obj, type) and issubclass(obj, base)):
         raise ParameterError(where, f"{target!r} is not a seqphase.{base.__name__} subclass",
                              f"derive the class from seqphase.{base.__name__}")
     path, digest = _file_hash(obj)
     return obj, path, digest
-
-
-def _import_object(target, where):
-    """The object "module:attr" names (ParameterError when the name is malformed or the import fails)."""
-    module_name, _, attr = target.partition(":")
-    if not module_name or not attr or module_name.startswith(".") or not all(
-            part.isidentifier() for part in module_name.split(".") + attr.split(".")):
-        raise ParameterError(where, f"{target!r} is not a 'module:Class' name",
-                             "write e.g. \"mypackage.channels:Probit\"")
-    try:
-        obj = importlib.import_module(module_name)
-        for part in attr.split("."):
-            obj = getattr(obj, part)
-    except Exception as exc:  # noqa: BLE001 -- a user's module may raise anything on import
-        raise ParameterError(where, f"cannot import {target!r} ({type(exc).__name__}: {exc})",
-                             "run from the folder that holds the module, or put it on PYTHONPATH (on the driver and every worker)") from None
-    return obj
 
 
 def load(name, kind, where=None):
@@ -185,7 +164,7 @@ def load_either(name, where):
         target = name if ":" in name else entry_point_names(kind).get(name)
         if target is None:
             continue
-        obj = _import_object(target, where)
+        obj = registry.resolve(target, where)
         if isinstance(obj, type) and issubclass(obj, base):
             return kind, load(name, kind, where)
     if ":" not in name and not any(entry_point_names(kind).get(name) for kind in ENTRY_POINT_GROUPS):

@@ -3,7 +3,9 @@
 The drawing itself belongs to the model: `Model.figure(method, ...)` delegates to the method object,
 whose default is the generic figure of `core/figures.py` (SE lines, GAMP points on the SE line,
 thresholds two ways) and which a family overrides in its `core/<family>/figures.py` (deep tied
-attention draws the paper's figures there). This module holds no model's code. A user model
+attention draws the paper's figures there). The figure receives the companion sweeps and, under
+`figures.REFERENCE`, the published data of the model's family (read by `seqphase.sweeps.families`). This
+module holds no model's code. A user model
 ("module:Class") is imported only when asked (`seqphase plot --import-model`): the model a store names is
 data, not code to run. Without it the sweep gets the generic figure of its method.
 """
@@ -16,8 +18,9 @@ import numpy as np
 
 from seqphase.core import figures
 from seqphase.core.errors import SeqphaseError
-from seqphase.core.models import MODELS, get_model
+from seqphase.core.models import get_model, registered_models
 from seqphase.results.store import DONE, STATUS_NAMES
+from seqphase.sweeps.families import reference_of_model
 
 
 def plot_sweep(ds, path, companions=None, import_model=False):
@@ -40,10 +43,11 @@ def make_figure(ds, companions=None, import_model=False):
     model_name, method = ds.attrs.get("model"), ds.attrs.get("method")
     ds = ds.where(ds["status"] == DONE)
     companions = {role: done_only(other) for role, other in (companions or {}).items()}
+    companions[figures.REFERENCE] = reference_of_model(model_name)  # the family's published data (files: the loader)
     # Only a shipped model draws its own figure unless asked: the model a store names is data, and importing
     # the module it names would run code chosen by whoever wrote the store. Other models: the generic figure.
     model = None
-    if model_name in MODELS:
+    if model_name in registered_models():
         model = get_model(model_name)
     elif import_model and isinstance(model_name, str):
         try:

@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +35,7 @@ import numpy as np
 from seqphase.core.errors import ParameterError, SpecError
 from seqphase.core.models import LIST_KINDS, canonical_float, get_model
 from seqphase.results.safe_io import read_toml
+from seqphase.sweeps.families import sweep_files
 from seqphase.sweeps.limits import check_count, grid_size
 
 TOP_LEVEL_KEYS = {"name", "title", "description", "reference", "model", "seed", "params", "method", "plot"}
@@ -74,9 +74,9 @@ class Sweep:
 
 
 def shipped_specs():
-    """{name: path} of the sweep files shipped with seqphase (sweeps/specs/*.toml)."""
-    folder = resources.files("seqphase.sweeps").joinpath("specs")
-    return {Path(str(entry)).stem: Path(str(entry)) for entry in folder.iterdir() if entry.name.endswith(".toml")}
+    """{name: path} of the sweep files the registered model families ship (each family's sweeps folder, e.g.
+    core/glm/sweeps/*.toml; `seqphase.sweeps.families`)."""
+    return sweep_files()
 
 
 def load_sweep(name_or_path, overrides=(), rename=None):

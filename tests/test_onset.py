@@ -182,8 +182,10 @@ def test_the_phase_diagram_draws_the_onset_companion():
     import matplotlib.pyplot as plt
     import xarray as xr
 
+    from seqphase.core.figures import REFERENCE
     from seqphase.core.smi import figures
     from seqphase.results.store import DONE
+    from seqphase.sweeps.families import reference
 
     skips = np.array([0.1, 1.0])
     columns = dict(alpha2_stability=[0.24, 0.19], alpha2_stability_se=[0.003, 0.002], alpha1_stability=[0.73, 0.74],
@@ -201,7 +203,8 @@ def test_the_phase_diagram_draws_the_onset_companion():
     noiseless = thresholds.assign(alpha1_stability=("skip", [0.71, 0.72])).expand_dims(depth=[2], axis=1)
     noiseless.attrs["settings"] = '{"eps": 1e-05}'
     thresholds.attrs["settings"] = '{"eps": 0.001}'
-    fig = figures.plot_thresholds(plt, thresholds, {"onset_sweep": companion, "noiseless_sweep": noiseless})
+    fig = figures.plot_thresholds(plt, thresholds, {"onset_sweep": companion, "noiseless_sweep": noiseless,
+                                                    REFERENCE: reference("smi")})
     labels = [text.get_text() for text in fig.axes[0].get_legend().get_texts()]
     assert any("alpha_2$ GAMP" in label for label in labels) and any("alpha_1$ GAMP" in label for label in labels)
     assert any("alpha_1$ stability, eps = 1e-05" in label for label in labels)

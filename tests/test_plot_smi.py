@@ -7,7 +7,8 @@ without a cluster and written through the store; the GAMP and 3-layer SE dataset
 the layout those methods store (dims seed, iteration, row, col)."""
 
 import csv
-from pathlib import Path
+import hashlib
+from importlib import resources
 
 import numpy as np
 import pytest
@@ -19,15 +20,20 @@ from seqphase.cluster.tasks import execute_point
 from seqphase.core.errors import SeqphaseError
 from seqphase.results import plot as plot_module
 from seqphase.results.plot import make_figure
-from seqphase.core.smi.figures import published
 from seqphase.results.query import open_results
 from seqphase.results.store import DONE, Store
 from seqphase.sweeps.planner import payload, plan_sweep
+from seqphase.sweeps.families import reference
 from seqphase.sweeps.spec import load_sweep, shipped_specs
 
-SHIPPED = Path(seqphase.__file__).resolve().parent / "sweeps" / "reference" / "smi"
-TEST_COPIES = Path(__file__).resolve().parent / "data" / "smi"   # copies of sweeps/reference/smi
-PUBLISHED = ("BO_2w.csv", "gen_error_BO_2w.csv", "gen_error_BO_2w_one_layer.csv", "alpha_critical.csv")
+SHIPPED = resources.files("seqphase.core.smi").joinpath("reference")  # the family's published data
+#: SHA-256 of the authors' files as shipped (core/smi/reference/README.md gives their provenance)
+PUBLISHED = {
+    "BO_2w.csv": "2b1d6e18724a362e6b91e51dfc8ace5e04140cafc76fa1cb975c8cc67d7fcb8e",
+    "gen_error_BO_2w.csv": "612670ebeed7fbdf08fad618738f14e844a8783e6b85e6ed3816304710c96122",
+    "gen_error_BO_2w_one_layer.csv": "ec90d1d477270ab45b11e33e590814ebffcc180d0ac9d7b9c8bc377b9f13b541",
+    "alpha_critical.csv": "8dc3aa6e23113e099a3b8224b90ad6f23cf48f0b2e11d1fa770c530b1379aa9e",
+}
 
 
 def _run(store, spec, overrides):
@@ -41,7 +47,7 @@ def _run(store, spec, overrides):
 
 
 def _csv(name):
-    with open(SHIPPED / name, newline="") as fh:
+    with SHIPPED.joinpath(name).open("r", newline="") as fh:
         rows = list(csv.DictReader(fh))
     return {key: np.array([float(r[key]) for r in rows]) for key in rows[0]}
 
@@ -80,11 +86,13 @@ def _done(ds):
 
 
 def test_published_files_ship_unchanged():
-    for name in PUBLISHED:
-        assert (SHIPPED / name).read_bytes() == (TEST_COPIES / name).read_bytes(), name
-        table = published(name)
+    """The authors' files ship byte for byte, and the loader reads every column of them."""
+    for name, digest in PUBLISHED.items():
+        assert hashlib.sha256(SHIPPED.joinpath(name).read_bytes()).hexdigest() == digest, name
+        table = reference("smi")[name]
         assert all(np.array_equal(table[k], v) for k, v in _csv(name).items())
-    assert (SHIPPED / "README.md").is_file()
+    assert sorted(reference("smi")) == sorted(PUBLISHED)
+    assert SHIPPED.joinpath("README.md").is_file()
 
 
 def test_se_figure(store):

@@ -60,7 +60,9 @@ def test_quick_grids_draw_every_panel_and_a_noiseless_sweep_has_no_noise_panel(b
     import matplotlib.pyplot as plt
 
     from seqphase.core.bsr.figures import plot_se
+    from seqphase.core.figures import REFERENCE
     from seqphase.results.query import open_results
+    from seqphase.sweeps.families import reference
 
     assert any(s.startswith("delta=") and any(float(v) > 0 for v in s[6:].split(","))
                for s in PAPERS["bsr"].run("bsr-se").quick)
@@ -68,7 +70,7 @@ def test_quick_grids_draw_every_panel_and_a_noiseless_sweep_has_no_noise_panel(b
     assert list(ds["delta"].values) == [0.0]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        fig = plot_se(plt, ds)
+        fig = plot_se(plt, ds, {REFERENCE: reference("bsr")})
     assert len(fig.axes) == 3 and all(ax.get_legend() is not None for ax in fig.axes)
     plt.close(fig)
 
@@ -180,21 +182,25 @@ def test_page_renders_in_headless_chromium(bsr_report, tmp_path):
 
 
 def test_every_explanation_names_a_docs_section_that_exists():
-    """A `differs (explained)` row quotes a docs section: each (page, title) the checks name must exist."""
+    """A `differs (explained)` row quotes a docs section: each (page, title) the families' checks name must
+    exist."""
     import ast
+    import importlib
 
+    from seqphase.core.family import families
     from seqphase.results import report
 
-    tree = ast.parse(Path(report.__file__).read_text())
     named = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Tuple) and len(node.elts) == 2:
-            try:
-                page, title = (ast.literal_eval(e) for e in node.elts)
-            except ValueError:
-                continue
-            if isinstance(page, str) and page.startswith("docs/") and page.endswith(".md"):
-                named.add((page, title))
+    for family in families().values():
+        module = importlib.import_module(family.checks.partition(":")[0])
+        for node in ast.walk(ast.parse(Path(module.__file__).read_text())):
+            if isinstance(node, ast.Tuple) and len(node.elts) == 2:
+                try:
+                    page, title = (ast.literal_eval(e) for e in node.elts)
+                except ValueError:
+                    continue
+                if isinstance(page, str) and page.startswith("docs/") and page.endswith(".md"):
+                    named.add((page, title))
     assert len(named) >= 7
     for page, title in named:
         assert report.docs_section(page, title), (page, title)
@@ -204,7 +210,7 @@ def test_cut_offset_of_a_bisection_on_a_squared_distance():
     """value = c (t - alpha)^2 below t (side -1) or c (alpha - t)^2 above it (side +1): a bisection on the cut
     stops sqrt(cut / c) from t, which quadratic_cut_offset recovers with no linearisation error; a value
     that is not a square of the distance (a cube here) gets a non-zero one."""
-    from seqphase.results.report import quadratic_cut_offset
+    from seqphase.core.agreement import quadratic_cut_offset
 
     t, c, cut = 0.42, 20.0, 1e-6
     for side in (-1, 1):
@@ -218,9 +224,13 @@ def test_cut_offset_of_a_bisection_on_a_squared_distance():
 
 def test_counting_cut_offset_is_where_the_aim_bisection_stops():
     """The AIM counting bisection (mse < mse_cut) stops alpha_c * counting_cut_offset below the closed form,
-    to its rtol: the tolerance of the counting-threshold rows is that offset, derived, not fitted."""
+    to its rtol: the tolerance of the counting-threshold rows (and of the quadratic network's perfect-recovery
+    rows, the same parametric curve) is that offset, derived, not fitted."""
+    from seqphase.core.agreement import parametric_cut_offset
     from seqphase.core.aim import thresholds
-    from seqphase.results.report import counting_cut_offset
+    from seqphase.core.aim.checks import counting_cut_offset
+    from seqphase.core.quadratic.se import small_noise_slope
+    from seqphase.core.rie import mmse_table
 
     for rho in (0.5, 1.0):
         closed = thresholds.counting_threshold(rho, 2, "softmax")
@@ -228,6 +238,8 @@ def test_counting_cut_offset_is_where_the_aim_bisection_stops():
         offset = counting_cut_offset(rho, 1e-4)
         assert 1e-5 < offset < 1e-2
         assert found == pytest.approx(closed * (1 - offset), rel=1e-8)
+        # the quadratic network's perfect-recovery rows: the same curve at rho = kappa, from the shared RIE's table
+        assert parametric_cut_offset(mmse_table(rho).mmse, small_noise_slope(rho), 1e-4) == offset
 
 
 def test_noiseless_smi_rows_compare_the_eps_limit_with_perfect_recovery():
@@ -238,7 +250,9 @@ def test_noiseless_smi_rows_compare_the_eps_limit_with_perfect_recovery():
     import numpy as np
     import xarray as xr
 
-    from seqphase.results.report import AGREES, DIFFERS, _smi
+    from seqphase.core.agreement import AGREES, DIFFERS
+    from seqphase.core.smi.checks import smi_rows
+    from seqphase.sweeps.families import reference
 
     alphas, eps = np.array([0.9, 1.2, 1.5]), np.array([1e-3, 1e-4, 1e-5, 1e-6])
     q11 = np.empty((3, 4))
@@ -250,13 +264,13 @@ def test_noiseless_smi_rows_compare_the_eps_limit_with_perfect_recovery():
     ds = xr.Dataset({"overlap": (("alpha", "eps", "row", "col"), overlap)},
                     coords={"alpha": alphas, "eps": eps, "row": [1, 2], "col": [1, 2]},
                     attrs={"settings": '{"n_mc": 2048}'})
-    rows = [r for r in _smi({"smi-2layer-se-noiseless": ds}) if "noiseless model" in r.figure]
+    rows = [r for r in smi_rows({"smi-2layer-se-noiseless": ds}, reference("smi")) if "noiseless model" in r.figure]
     assert [r.curve for r in rows] == ["c = 1, alpha = 1.2", "c = 1, alpha = 1.5"]
     plateau, power = rows
     assert power.ours == 1.0 and power.verdict == AGREES and power.tolerance == pytest.approx(1e-4)
     assert "eps^1.00" in power.quantity
     assert plateau.ours == pytest.approx(0.8, abs=1e-6) and plateau.verdict == DIFFERS
-    compared = [r for r in _smi({"smi-2layer-se-noiseless": ds}) if "eps = 1e-3" in r.figure]
+    compared = [r for r in smi_rows({"smi-2layer-se-noiseless": ds}, reference("smi")) if "eps = 1e-3" in r.figure]
     assert {r.quantity for r in compared} == {"Q11", "Q22"}
 
 
@@ -266,7 +280,9 @@ def test_noiseless_smi_rows_at_three_layers_start_above_three_halves():
     import numpy as np
     import xarray as xr
 
-    from seqphase.results.report import AGREES, _smi
+    from seqphase.core.agreement import AGREES
+    from seqphase.core.smi.checks import smi_rows
+    from seqphase.sweeps.families import reference
 
     alphas, eps = np.array([1.25, 2.0]), np.array([1e-3, 1e-4, 1e-5, 1e-6])
     overlap = np.zeros((2, 1, 4, 3, 3))
@@ -275,7 +291,7 @@ def test_noiseless_smi_rows_at_three_layers_start_above_three_halves():
     overlap[:, 0, :, 2, 2] = 1.0 - eps
     ds = xr.Dataset({"overlap": (("alpha", "depth", "eps", "row", "col"), overlap)},
                     coords={"alpha": alphas, "depth": [3.0], "eps": eps, "row": [1, 2, 3], "col": [1, 2, 3]})
-    rows = [r for r in _smi({"smi-3layer-se-noiseless": ds}) if "Fig. 3 left" in r.figure]
+    rows = [r for r in smi_rows({"smi-3layer-se-noiseless": ds}, reference("smi")) if "Fig. 3 left" in r.figure]
     assert [(r.curve, r.quantity.split()[0]) for r in rows] == [("c = 1, alpha = 2", "Q11"), ("c = 1, alpha = 2", "Q22")]
     assert all(r.verdict == AGREES and r.ours == 1.0 for r in rows)
     assert rows[1].tolerance == pytest.approx(6e-5)

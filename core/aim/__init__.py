@@ -8,3 +8,19 @@ fixed point with k-space panel quadrature, the general channel-step SE, the smal
 thresholds (thresholds.py), the model and its methods (model.py) and the paper's figures (figures.py). The
 prior step is the symmetric RIE of the shared module `seqphase.core.rie`.
 """
+
+from seqphase.core.family import Family
+
+#: the family as seqphase registers it (pyproject.toml, entry-point group "seqphase.models"): its model,
+#: its sweep specs (sweeps/), its published data (reference/), its papers, their agreement checks and its figures
+FAMILY = Family(
+    models={
+        "aim": "seqphase.core.aim.model:AIMModel",
+    },
+    package="seqphase.core.aim",
+    sweeps="sweeps",
+    reference="reference",
+    papers="seqphase.core.aim.papers:PAPERS",
+    checks="seqphase.core.aim.checks:CHECKS",
+    figures="seqphase.core.aim.figures",
+)

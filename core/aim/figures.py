@@ -1,5 +1,5 @@
 """Figures of the AIM sweeps (`model = "aim"`), after the paper's Figs. 1-3 and 5, with the published curves
-(`sweeps/reference/aim/`, provenance in its README.md) drawn beside ours.
+(`core/aim/reference/`, provenance in its README.md; given in `companions[REFERENCE]`) drawn beside ours.
 
 - `plot_se`: one panel per (channel, hardmax_gout) of the sweep.
   softmax (Fig. 2): error versus alpha, one line per rho (the smallest T of the sweep), the dashed
@@ -25,17 +25,12 @@ import itertools
 import numpy as np
 
 from seqphase.core.aim.se import counting_k
-from seqphase.core.figures import published_columns
+from seqphase.core.figures import published
 
 PUBLISHED_RHO = 0.5
 SOFTMAX_CSV = "SE_softmax_T=2_rho=0.5.csv"
 HARDMAX_CSV = "SE_hardmax_rho=0.5.csv"
 RESCALED_CSV = "SE_hardmax_rescaled_rho=0.5.csv"
-
-
-def published(name):
-    """The columns of a shipped published file (`sweeps/reference/aim/NAME`) as float arrays."""
-    return published_columns("aim", name)
 
 
 def _values(ds, dim):
@@ -97,9 +92,9 @@ def plot_se(plt, ds, companions=None):
     axes = list(axes.flat)
     for channel, gout, sub in panels:
         if channel == "softmax":
-            _softmax_panels(axes.pop(0), axes.pop(0), sub)
+            _softmax_panels(axes.pop(0), axes.pop(0), sub, companions)
         elif channel == "hardmax":
-            _hardmax_panel(axes.pop(0), sub, gout)
+            _hardmax_panel(axes.pop(0), sub, gout, companions)
         else:
             _linear_panel(axes.pop(0), sub)
     return fig
@@ -113,7 +108,7 @@ def _general(ax, sub, x_scale, color):
         ax.plot(x * x_scale, y, "o", mfc="none", ms=5, color=color)
 
 
-def _softmax_panels(ax, collapse_ax, sub):
+def _softmax_panels(ax, collapse_ax, sub, companions):
     Ts = sorted(int(t) for t in _values(sub, "T")) or [2]
     rhos = sorted(float(r) for r in _values(sub, "rho"))
     colors = itertools.cycle(plt_colors())
@@ -127,7 +122,7 @@ def _softmax_panels(ax, collapse_ax, sub):
     k0 = counting_k("softmax", T0)
     ax.plot([0, 1.0 / k0], [1, 0], "--", color="k", lw=1.0, label=r"$\rho = \infty$: $1 - k_T\alpha$")
     if T0 == 2:
-        ref = published(SOFTMAX_CSV)
+        ref = published(companions, SOFTMAX_CSV)
         ax.plot(ref["alpha"][::6], ref["mmse"][::6], "s", ms=3.5, color="0.5", mfc="none",
                 label=rf"published $\rho$ = {PUBLISHED_RHO:g} ({SOFTMAX_CSV})")
     ax.set_xlim(0, 1.12 / k0)
@@ -147,7 +142,7 @@ def _softmax_panels(ax, collapse_ax, sub):
         collapse_ax.plot(x * k, y, "-", color=color, lw=1.6, label=f"T = {T}")
         _general(collapse_ax, one, k, color)
     if any(T == 2 for T in Ts) and np.isclose(rho_c, PUBLISHED_RHO):
-        ref = published(SOFTMAX_CSV)
+        ref = published(companions, SOFTMAX_CSV)
         collapse_ax.plot(4 * ref["alpha"][::6], ref["mmse"][::6], "s", ms=3.5, color="0.5", mfc="none",
                          label=f"published T = 2 ({SOFTMAX_CSV})")
     collapse_ax.axvline(2 * rho_c - rho_c**2 if rho_c < 1 else 1.0, color="0.3", ls=":", lw=1,
@@ -161,7 +156,7 @@ def _softmax_panels(ax, collapse_ax, sub):
     collapse_ax.legend(fontsize=7)
 
 
-def _hardmax_panel(ax, sub, gout):
+def _hardmax_panel(ax, sub, gout, companions):
     colors = itertools.cycle(plt_colors())
     for rho in sorted(float(r) for r in _values(sub, "rho")):
         color = next(colors)
@@ -169,7 +164,7 @@ def _hardmax_panel(ax, sub, gout):
         x, y = _curve(one)
         ax.loglog(x, y, "-", color=color, lw=1.6, label=rf"$\rho$ = {rho:g}")
         _general(ax, one, 1.0, color)
-    ref = published(HARDMAX_CSV)
+    ref = published(companions, HARDMAX_CSV)
     ax.loglog(ref["alpha"][::3], ref["mmse"][::3], "s", ms=3.5, color="0.4", mfc="none",
               label=f"published $\\rho$ = 0.5, paper g_out ({HARDMAX_CSV})")
     ax.set_xlim(0.03, 10)
@@ -238,7 +233,7 @@ def plot_small_width(plt, ds, companions=None):
             if companion is not None:
                 _finite_rho(ax, companion, gout)
             if gout == "paper":
-                ref = published(RESCALED_CSV)
+                ref = published(companions, RESCALED_CSV)
                 ax.semilogx(ref["alpha"] / PUBLISHED_RHO, ref["mmse"], "s", ms=3, color="0.4", mfc="none",
                             label=f"published $\\rho$ = 0.5 vs $\\alpha/\\rho$ ({RESCALED_CSV})")
         ax.set_xlim(0.1, 20)

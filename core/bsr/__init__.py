@@ -10,3 +10,19 @@ perfect-recovery threshold two ways (thresholds.py), the model and its methods (
 figures (figures.py). The prior step is the rectangular RIE of the shared module `seqphase.core.rectangular_rie`
 (its denoising MMSE of S* + sqrt(zeta) Z).
 """
+
+from seqphase.core.family import Family
+
+#: the family as seqphase registers it (pyproject.toml, entry-point group "seqphase.models"): its model,
+#: its sweep specs (sweeps/), its published data (reference/), its papers, their agreement checks and its figures
+FAMILY = Family(
+    models={
+        "bsr": "seqphase.core.bsr.model:BSRModel",
+    },
+    package="seqphase.core.bsr",
+    sweeps="sweeps",
+    reference="reference",
+    papers="seqphase.core.bsr.papers:PAPERS",
+    checks="seqphase.core.bsr.checks:CHECKS",
+    figures="seqphase.core.bsr.figures",
+)

@@ -1,6 +1,6 @@
 """Figures of the BSR sweeps (`model = "bsr"`), after the paper's Fig. 1 and its beta / noise panels, with the
-published beta = 1 noiseless theory curves (`sweeps/reference/bsr/`, provenance in its README.md) drawn beside
-ours as grey markers.
+published beta = 1 noiseless theory curves (`core/bsr/reference/`, provenance in its README.md; given in
+`companions[REFERENCE]`) drawn beside ours as grey markers.
 
 - `plot_se` (method "se"), four panels:
   (1) noiseless MMSE versus alpha at beta = 1, one line per rho, alpha_PR ticks, the published curves of the
@@ -31,7 +31,7 @@ import itertools
 import numpy as np
 
 from seqphase.core.bsr import baselines, se
-from seqphase.core.figures import published_columns
+from seqphase.core.figures import published
 
 #: the published noiseless beta = 1 curves (alpha grid 0.005 and, for rho = 0.05, 0.001; alpha_bar grid files)
 ALPHA_CSV = "Fig1_delta_0.0_beta_1.0_rho_0.1-0.2-0.5-1.0-2.0_alpha_0.0_0.005_1.0.csv"
@@ -42,14 +42,8 @@ ALPHA_BAR_CSV_LOW_RANK = "Fig1_LR_delta_0.0_beta_1.0_rho_0.0-0.05_alphaLR_0.0_0.
 COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:olive")
 
 
-def published(name):
-    """The columns of a shipped published file (`sweeps/reference/bsr/NAME`) as float arrays."""
-    return published_columns("bsr", name)
-
-
-def published_rows(name, rho):
-    """The rows of a published file at one rho, as a dict of columns."""
-    cols = published(name)
+def published_rows(cols, rho):
+    """The rows at one rho of a published file's columns, as a dict of columns."""
     keep = np.isclose(cols["rho"], rho, rtol=0, atol=1e-12)
     return {k: v[keep] for k, v in cols.items()}
 
@@ -74,11 +68,11 @@ def _curve(sub, var="mse"):
     return x[keep][order], y[keep][order]
 
 
-def _published_curve(rho, x, names):
+def _published_curve(companions, rho, x, names):
     """The published beta = 1 noiseless curve at rho as (x column, mmse) from the first of `names` holding it,
     or None (x = "alpha" or "alpha_LR")."""
     for name in names:
-        rows = published_rows(name, rho)
+        rows = published_rows(published(companions, name), rho)
         if rows[x].size:
             return rows[x], rows["mmse"]
     return None
@@ -115,10 +109,10 @@ def plot_se(plt, ds, companions=None):
             a = se.alpha_pr(rho, beta0)
             alpha_ax.plot([a, a], [0, 0.08], "-", color=color, lw=2.0)
         if beta0 == 1.0:
-            ref = _published_curve(rho, "alpha", (ALPHA_CSV, ALPHA_CSV_RHO_005))
+            ref = _published_curve(companions, rho, "alpha", (ALPHA_CSV, ALPHA_CSV_RHO_005))
             if ref is not None:
                 alpha_ax.plot(ref[0][::4], ref[1][::4], "s", ms=3, color=color, mfc="none", alpha=0.7)
-            ref = _published_curve(rho, "alpha_LR", (ALPHA_BAR_CSV, ALPHA_BAR_CSV_LOW_RANK))
+            ref = _published_curve(companions, rho, "alpha_LR", (ALPHA_BAR_CSV, ALPHA_BAR_CSV_LOW_RANK))
             if ref is not None:
                 bar_ax.plot(ref[0][::4], ref[1][::4], "s", ms=3, color=color, mfc="none", alpha=0.7)
     alpha_ax.plot(grid, baselines.mse_ridge(grid, 0.0), ":", color="k", lw=1.3,
@@ -130,7 +124,7 @@ def plot_se(plt, ds, companions=None):
     bar_ax.plot(abar, se.low_rank_mse(abar, beta0, 0.0), "-", color="k", lw=2.4, alpha=0.45,
                 label=r"rank $O(1)$ limit $\rho \to 0$")
     if beta0 == 1.0:
-        ref = _published_curve(0.0, "alpha_LR", (ALPHA_BAR_CSV_LOW_RANK,))
+        ref = _published_curve(companions, 0.0, "alpha_LR", (ALPHA_BAR_CSV_LOW_RANK,))
         if ref is not None:
             bar_ax.plot(ref[0][::20], ref[1][::20], "s", ms=3, color="0.4", mfc="none",
                         label=r"published $\rho$ = 0, and per $\rho$")

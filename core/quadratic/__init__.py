@@ -8,3 +8,20 @@ parametric curve, its plain fixed-point iteration, the small-width limit), the p
 ways (thresholds.py), the model and its methods (model.py) and the paper's figures (figures.py). The prior
 step is the symmetric RIE of the shared module `seqphase.core.rie` (scale = 1, rho = kappa: S' units).
 """
+
+from seqphase.core.family import Family
+
+#: the family as seqphase registers it (pyproject.toml, entry-point group "seqphase.models"): its models,
+#: its sweep specs (sweeps/), its published data (reference/), its papers, their agreement checks and its figures
+FAMILY = Family(
+    models={
+        "quadratic": "seqphase.core.quadratic.model:QuadraticModel",
+        "quadratic-erm": "seqphase.core.quadratic.model:QuadraticERMModel",
+    },
+    package="seqphase.core.quadratic",
+    sweeps="sweeps",
+    reference="reference",
+    papers="seqphase.core.quadratic.papers:PAPERS",
+    checks="seqphase.core.quadratic.checks:CHECKS",
+    figures="seqphase.core.quadratic.figures",
+)

@@ -1,5 +1,6 @@
 """Figures of the quadratic-network sweeps (`model = "quadratic"`), after the paper's MMSE figures, with the
-published kappa = 0.5 theory lines (`sweeps/reference/quadratic/`, provenance in its README.md) drawn beside ours.
+published kappa = 0.5 theory lines (`core/quadratic/reference/`, provenance in its README.md; given in
+`companions[REFERENCE]`) drawn beside ours.
 
 - `plot_se`: (1) MMSE versus alpha, one line per kappa, noiseless, the perfect-recovery thresholds
   alpha_PR(kappa) as short ticks, the published noiseless kappa = 0.5 line (markers); (2) the same for the
@@ -22,7 +23,7 @@ import json
 
 import numpy as np
 
-from seqphase.core.figures import published_columns
+from seqphase.core.figures import published
 
 PUBLISHED_KAPPA = 0.5
 NOISELESS_CSV = "line_no_noise_0.5.csv"
@@ -30,11 +31,6 @@ NOISY_CSV = "line_noise_0.5_0.25.csv"
 NOISY_DELTA = 0.25  # label-noise variance of NOISY_CSV (theory scripts' Delta_th = 0.5)
 
 COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:olive")
-
-
-def published(name):
-    """The columns of a shipped published file (`sweeps/reference/quadratic/NAME`) as float arrays."""
-    return published_columns("quadratic", name)
 
 
 def _values(ds, dim, default):
@@ -86,7 +82,7 @@ def plot_se(plt, ds, companions=None):
                     a = alpha_pr(kappa)
                     ax.plot([a, a], [0, 0.08], "-", color=color, lw=2.0)
             colors = itertools.cycle(COLORS)
-        ref = published(NOISELESS_CSV if ax is noiseless_ax else NOISY_CSV)
+        ref = published(companions, NOISELESS_CSV if ax is noiseless_ax else NOISY_CSV)
         what = "noiseless" if ax is noiseless_ax else rf"$\Delta$ = {NOISY_DELTA:g} (label-noise variance)"
         ax.plot(ref["alpha"][::4], ref["gen_error"][::4], "s", ms=3.5, color="0.4", mfc="none",
                 label=rf"published $\kappa$ = 0.5, {what}")
@@ -140,7 +136,7 @@ def _reference_lines(ax, companions, kappa, delta, scale=1.0, label_scale=""):
                 label=f"{label_scale}SE (quadratic-se), $\\kappa$ = {kappa:g}")
     name = {0.0: NOISELESS_CSV, NOISY_DELTA: NOISY_CSV}.get(delta)
     if name is not None and kappa == PUBLISHED_KAPPA:
-        ref = published(name)
+        ref = published(companions, name)
         ax.plot(ref["alpha"][::3], scale * ref["gen_error"][::3], "s", ms=3, color="0.45", mfc="none", zorder=0,
                 label=f"{label_scale}published SE line")
 
@@ -314,7 +310,7 @@ def plot_erm_se(plt, ds, companions=None):
                 err_ax.plot(xb, yb, "--", color="k", lw=1.2 + 0.6 * len(bo_drawn), alpha=0.8,
                             label="Bayes-optimal " + what)
     if PUBLISHED_KAPPA in [float(v) for v in np.atleast_1d(ds["kappa_star"].values)] if "kappa_star" in ds.coords else False:
-        ref = published(NOISELESS_CSV)
+        ref = published(companions, NOISELESS_CSV)
         err_ax.plot(ref["alpha"][::4], ref["gen_error"][::4], "s", ms=3.5, color="0.4", mfc="none",
                     label=r"published BO $\kappa$ = 0.5, noiseless")
     err_ax.set_xlabel(r"$\alpha = n/d^2$")

@@ -24,7 +24,7 @@ each is matched to a panel by the values of the parameters they share (skip, dep
 companion arrive masked to their done points (`status` is NaN elsewhere), so "done" is `status.notnull()`
 here and nothing of `seqphase.results` is needed. Each function has the signature (plt, ds, companions)
 and is called by the matching method of `core/smi/model.py`. The published
-data ship in `sweeps/reference/smi/` (provenance in its README.md).
+data ship in `core/smi/reference/` (provenance in its README.md) and arrive in `companions[REFERENCE]`.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import warnings
 
 import numpy as np
 
-from seqphase.core.figures import published_columns
+from seqphase.core.figures import published
 
 LAYER_COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown")
 EPS_COLORS = ("tab:red", "tab:olive", "tab:cyan", "tab:blue", "tab:purple", "tab:gray")  # the eps overlay
@@ -43,12 +43,6 @@ REGION_COLORS = {"none": "0.55", "last": "tab:red", "both": "tab:blue"}
 ALPHA2_COLOR, ALPHA1_COLOR = "darkred", "navy"
 PUBLISHED_SKIP, PUBLISHED_DEPTH = 1.0, 2  # the published SE curves are those of the 2-layer, c = 1 model
 GAMP_FIGURE_ALPHA = 1.2                    # the alpha of the paper's Fig. 2 (top)
-
-
-# -- the published data ---------------------------------------------------------------------------
-def published(name):
-    """The columns of a shipped published file (`sweeps/reference/smi/NAME`) as float arrays."""
-    return published_columns("smi", name)
 
 
 # -- selection helpers ----------------------------------------------------------------------------
@@ -238,14 +232,14 @@ def _se_panel(ax, sub, fixed, companions):
             xs_, err_, se_ = _finite(alphas, sub[name].values, sub[f"{name}_se"].values)
             err_ax.fill_between(xs_, np.maximum(err_ - se_, 1e-12), err_ + se_, color="k", alpha=0.12, lw=0)
     if show_published:
-        ref = published("BO_2w.csv")
+        ref = published(companions, "BO_2w.csv")
         for k, layer in enumerate(layers):
             ax.plot(ref["alpha"], ref[f"Q{layer}{layer}"], "o", ms=3.5, mfc="none", mew=0.8, color=LAYER_COLORS[k],
                     label=f"published $Q_{{{layer}{layer}}}$ (BO_2w.csv)")
         for name, style, label in (("gen_error_BO_2w.csv", "-", "published plug-in error (gen_error_BO_2w.csv)"),
                                    ("gen_error_BO_2w_one_layer.csv", "--",
                                     "published, last layer only (gen_error_BO_2w_one_layer.csv)")):
-            ref = published(name)
+            ref = published(companions, name)
             err_ax.plot(ref["alpha"], ref["gen_error"], style, color="0.6", lw=0.9, label=label)
             x_hi = max(x_hi, float(ref["alpha"].max()))
     gamp = _companion(companions.get("gamp_sweep"), fixed, keep=("alpha",))
@@ -318,7 +312,7 @@ def plot_thresholds(plt, ds, companions):
     # the legend goes right of the axes: inside it hid the alpha_1 curve and points at large skips
     fig, ax = plt.subplots(figsize=(10.0, 5.5), layout="constrained")
     cells = list(_cells(ds, keep=("skip",)))
-    ref = published("alpha_critical.csv")
+    ref = published(companions, "alpha_critical.csv")
     order = np.argsort(ref["skip"])
     y_hi = max(1.0, float(np.nanmax(ref["alpha1"])))
     x_hi = float(ref["skip"].max())

@@ -4,8 +4,9 @@ Directives (used by docs/reference/*.md):
 
 - ``seqphase-cli``: every subcommand of the `seqphase` command and every option, read from the argparse
   parser that `seqphase.cli.build_parser` builds (the parser the command runs);
-- ``seqphase-models``: every registered model (`seqphase.core.models.MODELS`): its parameters with kind,
-  valid range, default and meaning, and each method with its settings and algorithm version;
+- ``seqphase-models``: every registered model (`seqphase.core.models.registered_models`, the installed families'
+  models): its parameters with kind, valid range, default and meaning, and each method with its settings and
+  algorithm version;
 - ``seqphase-sweeps``: the shipped sweeps (`seqphase.api.list_sweeps`);
 - ``seqphase-sweep-costs``: what each shipped sweep costs (`seqphase.sweeps.costs`, sweeps/costs.toml);
 - ``seqphase-papers``: the papers `seqphase reproduce` covers (`seqphase.sweeps.papers.PAPERS`);

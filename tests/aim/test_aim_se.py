@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 
 from seqphase.core.aim import se
-from seqphase.core.aim.figures import published
+from seqphase.sweeps.families import reference
+
+PUBLISHED = reference("aim")  # the family's published data: file name -> columns
 
 
 def test_softmax_spot_values():
@@ -22,7 +24,7 @@ def test_softmax_curve_against_published_csv():
     s = 1/2 + dlog mmse/dlog Delta / 2); elsewhere the spec's 1e-4 applies. Row 0 (mmse 1.0019 > 1,
     cancellation in the authors' quadrature) and the last row (alpha = alpha_c, where the iteration never
     stops short of 0) are excluded (reference README)."""
-    ref = published("SE_softmax_T=2_rho=0.5.csv")
+    ref = PUBLISHED["SE_softmax_T=2_rho=0.5.csv"]
     mmse = se.prior_mmse(0.5)
     rows = range(1, len(ref["alpha"]) - 1)
     for i in rows[::3]:
@@ -102,7 +104,7 @@ def test_hardmax_paper_against_published_csv():
     the spread of the bracket over omega), sqrt(3) from the damped recursion x <- (x + f + noise)/2 (variance
     sigma^2/4 / (1 - 1/4)). Measured over all 128 rows: |z| <= 1.5, i.e. the file is this MC around our curve.
     We check |ours - csv| < 4.5 sd on every 16th row (8 rows spread over the file's alpha range)."""
-    ref = published("SE_hardmax_rho=0.5.csv")
+    ref = PUBLISHED["SE_hardmax_rho=0.5.csv"]
     mmse = se.prior_mmse(0.5)
     rng = np.random.default_rng(0)
     for i in range(0, len(ref["alpha"]), 16):

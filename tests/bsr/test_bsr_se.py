@@ -1,5 +1,5 @@
 """Bayes-optimal SE of BSR (core/bsr/se.py) against the spec's numbers (§8b), the published beta = 1 curves
-(sweeps/reference/bsr/), the closed forms and limits of §A2/§A4, with tolerances from how each number was made;
+(core/bsr/reference/), the closed forms and limits of §A2/§A4, with tolerances from how each number was made;
 and the channel the SE steps through (core/bsr/channels.py)."""
 
 import math
@@ -10,9 +10,12 @@ from scipy import interpolate, optimize
 
 from seqphase.core.bsr import baselines, se
 from seqphase.core.bsr.channels import BSRChannel, reduce_aspect
-from seqphase.core.bsr.figures import published, published_rows
+from seqphase.core.bsr.figures import published_rows
 from seqphase.core.errors import ParameterError
 from seqphase.core.rectangular_rie import RectangularRIE
+from seqphase.sweeps.families import reference
+
+PUBLISHED = reference("bsr")  # the family's published data: file name -> columns
 
 #: effect of the RIE table's interpolation on the MMSE: |table - exact| of mmse_den at the midpoints between nodes is
 #: <= 1.5e-8 (rho = 0.2, beta = 1; 1e-9 at rho = 0.5; docs/validation/bsr.md), and an error dm moves the fixed point's MMSE by
@@ -41,7 +44,7 @@ def test_spec_fifth_target_is_off_the_authors_own_curve():
     alpha zeta = delta + m(zeta) give the same number from the authors' data. Tolerance: the spline's error on a
     zeta spacing ~0.09 (2e-6; the same construction reproduces the fourth row, alpha = 0.5, to 1e-8) plus the
     file's own convergence (~1e-7)."""
-    rows = published_rows("Fig1_delta_0.0_beta_1.0_rho_0.1-0.2-0.5-1.0-2.0_alpha_0.0_0.005_1.0.csv", 0.2)
+    rows = published_rows(PUBLISHED["Fig1_delta_0.0_beta_1.0_rho_0.1-0.2-0.5-1.0-2.0_alpha_0.0_0.005_1.0.csv"], 0.2)
     keep = (rows["alpha"] > 0.2) & (rows["alpha"] < 0.355)
     zeta = rows["mmse"][keep] / rows["alpha"][keep]
     order = np.argsort(zeta)
@@ -65,7 +68,7 @@ DEFAULT_RHOS = (0.2, 0.5, 1.0)
 def _file_cases():
     cases = []
     for name, _ in FILES:
-        for rho in np.unique(published(name)["rho"]):
+        for rho in np.unique(PUBLISHED[name]["rho"]):
             if rho == 0.0:
                 continue  # the rank-O(1) rows: test_low_rank_rows_of_the_published_file
             marks = () if rho in DEFAULT_RHOS else (pytest.mark.slow,)
@@ -75,7 +78,7 @@ def _file_cases():
 
 def compare_with_file(name, rho):
     """(alpha, file, ours, exception kind) per row of one rho of a published beta = 1 file."""
-    rows = published_rows(name, rho)
+    rows = published_rows(PUBLISHED[name], rho)
     alpha, ref = rows["alpha"], rows["mmse"]
     ours = se.bo_mmse(alpha, rho, 1.0)
     pr = se.alpha_pr(rho, 1.0)
@@ -121,7 +124,7 @@ def test_low_rank_rows_of_the_published_file():
     exact 4 abar (1 - abar) by 4e-11 at abar = 0.501, growing to 1e-7 at 0.917, 1e-5 at 0.983 and 0.0079 at
     abar = 1 (measured). So: within the spec's 1e-5 below abar = 0.98, never below ours (an iteration from error 1
     approaches from above), and equal to rounding where the error is 1 (abar <= 1/2)."""
-    rows = published_rows("Fig1_LR_delta_0.0_beta_1.0_rho_0.0-0.05_alphaLR_0.0_0.001_1.0.csv", 0.0)
+    rows = published_rows(PUBLISHED["Fig1_LR_delta_0.0_beta_1.0_rho_0.0-0.05_alphaLR_0.0_0.001_1.0.csv"], 0.0)
     abar, ref = rows["alpha_LR"], rows["mmse"]
     ours = se.low_rank_mse(abar, 1.0)
     assert np.max(np.abs(ours - ref)[abar < 0.98]) < 1e-5

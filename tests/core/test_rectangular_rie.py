@@ -1,9 +1,7 @@
 """Rectangular RIE (core/rectangular_rie.py) against the spec's closed forms, limits and examples
 (rie_bsr_quadratic.md §A2, §A3, §A5), quadrature of its own density, and sampled finite-d matrices."""
 
-import csv
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,8 +11,8 @@ from seqphase.core.errors import ParameterError
 from seqphase.core.rectangular_rie import (FOUR_PI2_OVER_3, RectangularRIE, infinite_beta_mmse,
                                            perfect_recovery_alpha, rectangular_mmse_table)
 from seqphase.core.rie import bulk_rule
+from seqphase.sweeps.families import published_columns
 
-REFERENCE = Path(__file__).resolve().parents[2] / "sweeps" / "reference" / "bsr"
 CASES = [(0.5, 1.0, 0.7), (0.2, 1.0, 0.05), (1.0, 1.0, 0.3), (2.0, 1.0, 1e-3), (0.2, 2.0, 0.3),
          (0.2, 5.0, 0.1), (2.0, 3.0, 0.2), (0.05, 1.01, 0.5), (0.3, 0.5, 0.4)]
 
@@ -171,7 +169,6 @@ def test_infinite_beta_closed_form():
     np.testing.assert_allclose(infinite_beta_mmse([1e-9], 2.0), [1e-9], rtol=1e-8)
 
 
-@pytest.mark.skipif(not REFERENCE.exists(), reason=f"reference curves {REFERENCE} not present")
 def test_reference_fixed_points():
     """The authors' beta = 1, Delta = 0 BO curves (spec §6.1): each row (alpha, MMSE) is a fixed point
     alpha zeta = mmse_den(zeta) with zeta = MMSE / alpha, so mmse_den(MMSE / alpha) = MMSE up to where their
@@ -179,12 +176,10 @@ def test_reference_fixed_points():
     Rows with MMSE < 1e-3 (at alpha_PR, unconverged ~1e-4 residuals, spec §A5) are left out, and so is the
     0.001-step rho = 0.05 file, whose first row (alpha = 0.001, MMSE 0.99991, where MMSE ~ 1 - alpha) sits 9e-4
     off: its iteration had barely left its start."""
-    for path in (REFERENCE / "Fig1_delta_0.0_beta_1.0_rho_0.1-0.2-0.5-1.0-2.0_alpha_0.0_0.005_1.0.csv",
-                 REFERENCE / "Fig1_delta_0.0_beta_1.0_rho_0.05_alpha_0.0_0.005_1.0.csv"):
-        rows = list(csv.DictReader(path.open()))
-        rho = np.array([float(r["rho"]) for r in rows])
-        alpha = np.array([float(r["alpha"]) for r in rows])
-        mmse = np.array([float(r["mmse"]) for r in rows])
+    for name in ("Fig1_delta_0.0_beta_1.0_rho_0.1-0.2-0.5-1.0-2.0_alpha_0.0_0.005_1.0.csv",
+                 "Fig1_delta_0.0_beta_1.0_rho_0.05_alpha_0.0_0.005_1.0.csv"):
+        published = published_columns("bsr", name)  # the bsr family's published data
+        rho, alpha, mmse = published["rho"], published["alpha"], published["mmse"]
         for value in np.unique(rho):
             keep = (rho == value) & (alpha > 0) & (mmse > 1e-3) & (mmse < 1)
             assert keep.sum() > 15

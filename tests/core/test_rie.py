@@ -2,17 +2,16 @@
 quartic and EW example (rie_bsr_quadratic.md §B2), quadrature of its own density, the published softmax SE
 curve, and sampled finite-d matrices."""
 
-import csv
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from seqphase.core.errors import ParameterError
 from seqphase.core.rie import FOUR_PI2_OVER_3, SymmetricRIE, bulk_rule, mmse_table
+from seqphase.sweeps.families import published_columns
 
-SOFTMAX_CSV = Path(__file__).resolve().parents[2] / "sweeps" / "reference" / "aim" / "SE_softmax_T=2_rho=0.5.csv"
+SOFTMAX_CSV = "SE_softmax_T=2_rho=0.5.csv"  # the aim family's published data
 
 
 def integrate(rie, delta, f, levels=16, nodes=16):
@@ -162,7 +161,6 @@ def test_table_interpolation():
     assert table.mmse(np.inf) == 1.0 and table.delta_of_mmse(1.0) == np.inf
 
 
-@pytest.mark.skipif(not SOFTMAX_CSV.exists(), reason=f"reference curve {SOFTMAX_CSV} not present")
 def test_softmax_closed_form_curve_reproduces_reference():
     """error(delta) = mmse(delta), alpha(delta) = mmse / (4 delta) against the authors' SE CSV (aim.md §2.3).
 
@@ -172,9 +170,8 @@ def test_softmax_closed_form_curve_reproduces_reference():
     undamped map (-> 1 at alpha_c, where the CSV is not converged); the script also damps qhat (0.7/0.3),
     which slows it further: we allow twice that.
     """
-    rows = list(csv.DictReader(SOFTMAX_CSV.open()))
-    alpha = np.array([float(r["alpha"]) for r in rows])
-    reference = np.array([float(r["mmse"]) for r in rows])
+    published = published_columns("aim", SOFTMAX_CSV)
+    alpha, reference = published["alpha"], published["mmse"]
     table = mmse_table(0.5)
     lo, hi = np.full(alpha.shape, math.log(1e-8)), np.full(alpha.shape, math.log(1e6))
     for _ in range(80):  # alpha(delta) is decreasing: vectorised bisection in log delta

@@ -21,6 +21,7 @@ import userplugins
 from seqphase import api
 from seqphase.cli import main as cli_main
 from seqphase.core import plugins
+from seqphase.core.errors import ParameterError
 from seqphase.core.glm import se, thresholds
 from seqphase.core.glm.model import build
 from seqphase.sweeps.planner import plan_sweep
@@ -253,6 +254,33 @@ def test_bad_plugin_is_one_line_exit_2(tmp_path, capsys, target, words):
     err = capsys.readouterr().err
     assert code == 2 and words in err and len(err.strip().splitlines()) == 1 and "params.channel" in err
     assert not (tmp_path / "store.zarr").exists()
+
+
+def _registers(site, distribution, group, points):
+    """`distribution` installed in the folder `site`, as importlib.metadata reads it: its dist-info with the
+    entry points {name: "module:Class"} of `group`."""
+    folder = site / f"{distribution}-0.1.dist-info"
+    folder.mkdir(parents=True)
+    (folder / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {distribution}\nVersion: 0.1\n")
+    (folder / "entry_points.txt").write_text(f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in points.items()))
+
+
+def test_a_short_name_an_installed_package_registers(tmp_path, monkeypatch):
+    """A package that registers `probit` under seqphase.channels (core/registry.py reads the entry points when a
+    name is looked up): a spec's channel = "probit" loads it; a second package registering the same name is an
+    error naming both."""
+    _registers(tmp_path / "one", "probit_plugins", "seqphase.channels", {"probit": "userplugins:Probit"})
+    monkeypatch.syspath_prepend(str(tmp_path / "one"))
+    info = plugins.load("probit", "channel")
+    assert info.cls is userplugins.Probit and info.name == "probit"
+    assert plugins.load_either("probit", "MODULE:CLASS")[0] == "channel"
+    assert build(point("probit", delta=0.1))[1].plugin.delta == 0.1
+    _registers(tmp_path / "two", "other_plugins", "seqphase.channels", {"probit": "userplugins:ClosedProbit"})
+    monkeypatch.syspath_prepend(str(tmp_path / "two"))
+    with pytest.raises(ParameterError, match="two distributions register the channel 'probit'") as error:
+        plugins.load("probit", "channel")
+    assert "userplugins:Probit (from probit_plugins)" in str(error.value)
+    assert "userplugins:ClosedProbit (from other_plugins)" in str(error.value)
 
 
 def test_plugin_constructor_error_names_the_class_and_values(tmp_path, capsys):

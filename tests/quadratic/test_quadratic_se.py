@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 
 from seqphase.core.quadratic import se
-from seqphase.core.quadratic.figures import published
 from seqphase.core.rie import SymmetricRIE
+from seqphase.sweeps.families import reference
+
+PUBLISHED = reference("quadratic")  # the family's published data: file name -> columns
 
 # spec §8b: (alpha, kappa, delta_th, MMSE) printed to 7 decimals
 TARGETS = [(0.1, 0.5, 0.0, 0.7236774), (0.2, 0.5, 0.0, 0.3921960), (0.3, 0.5, 0.0, 0.1281309),
@@ -48,7 +50,7 @@ def test_published_lines(name, delta):
     """Every row within the tolerance propagated from how the file was made; away from the first row (alpha =
     1e-3, where the authors' t - (4 pi^2/3) t^2 I cancels at t ~ 1e3) also within the spec's measured accuracy
     of these files, 4e-5 (§B2)."""
-    ref = published(name)
+    ref = PUBLISHED[name]
     ours = se.bo_mse(ref["alpha"], 0.5, delta)
     for a, mine, theirs in zip(ref["alpha"], ours, ref["gen_error"]):
         assert abs(mine - theirs) < _propagated_tolerance(a, 0.5, delta), (a, mine, theirs)

@@ -1,18 +1,16 @@
 """The "smi" model through the CLI: an SE sweep that lands on the published SE curve away from the
 thresholds, a threshold point, an SGD point, and bad input."""
 
-import csv
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from seqphase.core.models import get_model, run_point
+from seqphase.sweeps.families import reference
 
 from cli_run import cli_here
 
-# the authors' data/BO_2w.csv (sweeps/reference/smi/BO_2w.csv)
-REFERENCE = Path(__file__).resolve().parents[1] / "data" / "smi" / "BO_2w.csv"
+# the authors' data/BO_2w.csv, shipped as the smi family's published data (core/smi/reference/BO_2w.csv)
+BO_2W = reference("smi")["BO_2w.csv"]
 
 
 def _defaults(method, **over):
@@ -30,7 +28,7 @@ def test_se_point_on_the_published_curve():
     its +-0.005 plateau noise and the documented upward bias of the onset) within 0.06."""
     out = run_point("smi", "se", {"alpha": 0.4333333329, "skip": 1.0, "depth": 2}, _defaults("se", n_error=5000),
                     41, [1])
-    rows = {round(float(r["alpha"]), 4): r for r in csv.DictReader(open(REFERENCE))}
+    rows = {round(float(alpha), 4): {key: BO_2W[key][i] for key in BO_2W} for i, alpha in enumerate(BO_2W["alpha"])}
     assert abs(out["overlap"][1, 1] - float(rows[0.4333]["Q22"])) < 0.03 and abs(out["overlap"][0, 0]) < 1e-6
     out = run_point("smi", "se", {"alpha": 1.1999999988, "skip": 1.0, "depth": 2}, _defaults("se", n_error=5000),
                     41, [2])
