@@ -59,7 +59,7 @@ def instances(name, grid):
 
 def stop_iteration(records, test, cap):
     """The first iteration t < cap at which `test` (core/onset.py, `stop_test`, on every logged layer) stops
-    the run whose per-iteration records (overlap matrix first) are `records`, or None."""
+    the run whose per-iteration records ({"overlap": M}) are `records`, or None."""
     for t in range(1, min(cap, len(records) - 1)):
         if test(records[:t + 1]):
             return t
@@ -83,7 +83,7 @@ def replay(name, fraction, window, flat, cap, grid, envelope, level=2.0):
         path = layers[0]
         end = min(cap, len(path) - 1)  # the capped run's last iteration (earlier if it met the tolerance)
         capped[i, j] = path[end]
-        records = [(np.diag(m),) for m in layers.T]
+        records = [{"overlap": np.diag(m)} for m in layers.T]
         t = stop_iteration(records, test, cap)
         stopped[i, j] = path[end] if t is None else path[t]
         total += end
@@ -141,7 +141,7 @@ def replay_traces(paths, fraction, window, flat, envelope, level=2.0):
         end = min(cap, layers.shape[1] - 1)
         test = onset.stop_test(d, level=level, fraction=fraction, cap=cap, window=window, flat=flat,
                                envelope=envelope)
-        t = stop_iteration([(np.diag(m),) for m in layers.T], test, end)
+        t = stop_iteration([{"overlap": np.diag(m)} for m in layers.T], test, end)
         total += end
         ran += end if t is None else t
         if t is not None:

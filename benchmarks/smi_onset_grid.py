@@ -116,6 +116,7 @@ def table(path):
 def posterior(args):
     """The posterior's errors and cost on each grid on the calls of one GAMP run (module docstring)."""
     from seqphase.core.smi import channels
+    from seqphase.core import gamp
     from seqphase.core.smi import gamp as sgamp
     from seqphase.core.smi.channels import RESOLUTIONS
     from seqphase.core.smi import posterior as post
@@ -129,7 +130,8 @@ def posterior(args):
     channels.posterior_2layer = recording
     ch = channels.AttentionChannel(2, args.skip)
     X, W, _, u = sgamp.sample_instance(ch, args.alpha, args.d, np.random.default_rng(3))
-    tr = sgamp.run_gamp(ch, X, u, W, max_iter=args.iters, tol=0.0, rng=np.random.default_rng(4))
+    tr = gamp.iterate(sgamp.AttentionSteps(ch, X, u, W, np.random.default_rng(4)), max_iter=args.iters, damping=0.2,
+                      tol=0.0)
     channels.posterior_2layer = kernel
     calls = calls[::8]
     print(f"skip {args.skip:g}, d = {args.d}, alpha {args.alpha:g}: {len(calls)} calls of "

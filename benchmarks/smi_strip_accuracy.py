@@ -27,6 +27,7 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+from seqphase.core import gamp  # noqa: E402
 from seqphase.core.smi import gamp as sgamp  # noqa: E402
 from seqphase.core.smi import posterior  # noqa: E402
 from seqphase.core.smi.channels import AttentionChannel  # noqa: E402
@@ -54,7 +55,8 @@ def gamp_calls(channel, rng):
 
     channel.g_out_tokens = recording
     X, W, _, u = sgamp.sample_instance(channel, 0.8, 250, rng)
-    sgamp.run_gamp(channel, X, u, W, max_iter=max(ITERATIONS) + 1, tol=0.0, rng=rng, n_gen=10)
+    gamp.iterate(sgamp.AttentionSteps(channel, X, u, W, rng, n_gen=10), max_iter=max(ITERATIONS) + 1, damping=0.2,
+                 tol=0.0)
     channel.g_out_tokens = inner
     return [calls[i] for i in ITERATIONS]
 
