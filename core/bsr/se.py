@@ -107,7 +107,7 @@ CURVE = ParametricCurve(alpha_of_zeta, ZETA_MIN, ZETA_MAX, CURVE_POINTS, name="z
                         rtol=CURVE_RTOL, bisection_steps=BISECTION_STEPS, cache=128)
 
 
-def solve_on_curve(curve, alpha, params, slope, delta):
+def _solve_on_curve(curve, alpha, params, slope, delta):
     """(mmse, zeta) arrays for an array of alpha on `curve` (the shared solver of the finite-beta and beta = inf
     cases): alpha = 0 is the prior (mmse 1, zeta = inf); past alpha(ZETA_MIN) perfect recovery (noiseless) or the
     small-noise root zeta = delta / (alpha - slope) of alpha zeta = delta + slope zeta; below alpha(ZETA_MAX) the
@@ -129,7 +129,7 @@ def bo_mmse_zeta(alpha, rho, beta, delta=0.0):
     alpha = np.asarray(alpha, float)
     if np.any(~(alpha >= 0)) or np.any(~np.isfinite(alpha)):
         check_alpha(alpha[~((alpha >= 0) & np.isfinite(alpha))].ravel()[0])
-    return solve_on_curve(CURVE, alpha, (rho, beta, delta), alpha_pr(rho, beta), delta)
+    return _solve_on_curve(CURVE, alpha, (rho, beta, delta), alpha_pr(rho, beta), delta)
 
 
 def bo_mmse(alpha, rho, beta, delta=0.0):
@@ -183,7 +183,7 @@ LARGE_BETA_CURVE = ParametricCurve(large_beta_alpha_of_zeta, ZETA_MIN, ZETA_MAX,
 def large_beta_mmse(alpha, rho, delta=0.0):
     """Bayes-optimal MMSE at beta = inf for an array of alpha: alpha zeta = delta + mmse_inf(zeta)."""
     rho, delta = check_rho(rho), check_delta(delta)
-    mmse, _ = solve_on_curve(LARGE_BETA_CURVE, alpha, (rho, delta), min(rho, 1.0), delta)
+    mmse, _ = _solve_on_curve(LARGE_BETA_CURVE, alpha, (rho, delta), min(rho, 1.0), delta)
     return mmse
 
 
