@@ -63,7 +63,7 @@ class TensorSteps(gamp.AIMSteps):
     def fields(self, g, dg, S_hat):
         d = self.d
         rows, cols = pairs(self.T)
-        qhat = 2.0 * float(np.sum((g * g) @ self.weights)) / d**2
+        qhat = 2.0 * float(np.sum((g * g) @ self.entry_weights)) / d**2
         self.precision = qhat
         G = np.zeros((self.n, self.T, self.T))
         G[:, rows, cols] = g

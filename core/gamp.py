@@ -124,7 +124,8 @@ class GampTrace:
         for values in (self.__dict__.get("series", {}), self.__dict__.get("totals", {})):
             if name in values:
                 return values[name]
-        raise AttributeError(f"the GAMP trace has no {name!r} (series: {sorted(self.__dict__.get('series', {}))})")
+        names = sorted(self.__dict__.get("series", {}))
+        raise AttributeError(f"the GAMP trace has no {name!r} (its series: {names})")
 
 
 class RIESteps(GampSteps):
@@ -139,7 +140,7 @@ class RIESteps(GampSteps):
         A = 0      (every g = 0, no information from the channel): R = S_hat and `uninformed(R)`
         stop       converged once c < C_MIN (perfect recovery: nothing left for the channel to resolve,
                    and g_out would divide by ~0); a non-finite g or estimate stops the run as diverged
-        errors     error_unit * ||A - B||_F^2 / error_norm (`error`): the change compared with tol, and
+        errors     error_unit * ||S - T||_F^2 / error_norm (`error`): the change compared with tol, and
                    the family's recorded error
 
     A family sets `rie` (with `denoise(R, noise)`), `mmse` (noise -> mmse, vectorised), the scales above,
@@ -185,9 +186,9 @@ class RIESteps(GampSteps):
     def change(self, S_new, S_hat):
         return self.error(S_new, S_hat)
 
-    def error(self, A, B):
-        """error_unit ||A - B||_F^2 / error_norm: the per-entry squared distance in the family's units."""
-        return self.error_unit * float(np.sum((A - B) ** 2)) / self.error_norm
+    def error(self, S, T):
+        """error_unit ||S - T||_F^2 / error_norm: the per-entry squared distance in the family's units."""
+        return self.error_unit * float(np.sum((S - T) ** 2)) / self.error_norm
 
 
 def _finite(*arrays):

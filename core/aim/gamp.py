@@ -58,8 +58,8 @@ CHUNK_ELEMENTS floats; the only O(n d) array is X itself (n T d floats: 128 MB a
 T = 2), against n T^2 d^2 floats (25.6 GB) for the authors' (n, d, d, T, T) tensor.
 
 Stops (core/gamp.py, `RIESteps`): converged when the change is below tol or when the predicted error c
-collapses below C_MIN = 1e-12 (perfect recovery: nothing left for the channel to resolve, and g_out would divide by ~0);
-a non-finite g or estimate stops the run as diverged.
+collapses below C_MIN = 1e-12 (perfect recovery: nothing left for the channel to resolve, and g_out would
+divide by ~0); a non-finite g or estimate stops the run as diverged.
 """
 
 from __future__ import annotations
@@ -176,8 +176,7 @@ class AIMSteps(gamp.RIESteps):
         self.rie = SymmetricRIE(self.rho)
         self.table = mmse_table(self.rho)
         self.mmse = self.table.mmse
-        self.weights = entry_weights(self.T)  # 1 + delta_ab per folded entry
-        self.entry_weights = self.weights
+        self.entry_weights = entry_weights(self.T)  # 1 + delta_ab per folded entry
         self.precision_norm = self.d**2
         self.error_unit, self.error_norm = 1.0, self.d
         self.shape = cavity_shape(X) if cavity == "gram" else None
@@ -189,12 +188,12 @@ class AIMSteps(gamp.RIESteps):
 
     def cavity(self, c):
         if self.shape is None:
-            return np.diag(self.weights * c)
+            return np.diag(self.entry_weights * c)
         return c * self.shape
 
     def reaction(self, c, g, V=None, weight=1.0):
         if self.shape is None:
-            return g * ((weight * c) * self.weights)
+            return g * ((weight * c) * self.entry_weights)
         return (weight * c) * np.einsum("nij,nj->ni", self.shape, g)
 
     def project(self, S_hat):

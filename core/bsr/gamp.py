@@ -43,13 +43,13 @@ instead starts from omega = scale, whose first residual is ~ -scale: pitfall 7).
 Memory: X_f is the only O(n dL) array. In float32 (`precision`, the default) it is 4 n d L bytes: 400 MB at
 d = L = 100, alpha = 1 (float64: 800 MB). It is filled in row blocks of float64 draws (core/gamp.py
 `sample_instance` from a SeedSequence: CHUNK_ELEMENTS draws a block), and the labels are computed from the
-float64 blocks, so the instance (teacher, X, labels) is the same whatever the precision; only the two matrix-vector products of each iteration run in float32 (rounding 1e-7 relative per
-product; the final errors of float32 and float64 runs agree to < 1e-5, tests/bsr/test_bsr_gamp.py).
+float64 blocks, so the instance (teacher, X, labels) is the same whatever the precision; only the two
+matrix-vector products of each iteration run in float32 (rounding 1e-7 relative per product; the final errors
+of float32 and float64 runs agree to < 1e-5, tests/bsr/test_bsr_gamp.py).
 
-Stops (core/gamp.py, `RIESteps`): converged when the change is below tol or when C collapses below C_MIN =
-1e-12 (noiseless
-perfect recovery: zeta -> 0 and g_out would divide by ~0); a non-finite g or estimate stops the run as
-diverged.
+Stops (core/gamp.py, `RIESteps`): converged when the change is below tol or when C collapses below
+C_MIN = 1e-12 (noiseless perfect recovery: zeta -> 0 and g_out would divide by ~0); a non-finite g or
+estimate stops the run as diverged.
 """
 
 from __future__ import annotations

@@ -34,11 +34,12 @@ Damping (`DAMPING_FORMS`). The spec (§B3 steps 1-4, the authors' notebook) damp
 omega = project - V g_old, and leaves S_hat undamped; the shared loop damps the estimate and its variance,
 S_hat <- (1 - b) S_new + b S_hat, c <- (1 - b) c_new + b c, with the damping-consistent Onsager term. Both have
 the fixed points of the undamped algorithm. "estimate" is the loop's form; "channel" is the spec's,
-realised in the `g_out` hook on an undamped loop (`loop_damping` keeps the run's damping for the hook): the hook receives the undamped V_new = 2 c and
-omega_new = project - V_new g_old, mixes them with the previous (damped) pair and keeps the mixture for the
-next iteration. Measured (docs/validation/quadratic.md "GAMP-RIE"): undamped, the predicted error collapses to ~0 while
-the true error stays high (d = 80, alpha = 0.3: 8 of 8 seeds); damped 0.5, both forms reach the SE to the
-same finite-d bias (d = 100, alpha = 0.2: 0.406 +- 0.005 and 0.407 +- 0.004 against 0.392).
+realised in the `g_out` hook on an undamped loop (`loop_damping` keeps the run's damping for the hook): the
+hook receives the undamped V_new = 2 c and omega_new = project - V_new g_old, mixes them with the previous
+(damped) pair and keeps the mixture for the next iteration. Measured (docs/validation/quadratic.md
+"GAMP-RIE"): undamped, the predicted error collapses to ~0 while the true error stays high (d = 80,
+alpha = 0.3: 8 of 8 seeds); damped 0.5, both forms reach the SE to the same finite-d bias (d = 100,
+alpha = 0.2: 0.406 +- 0.005 and 0.407 +- 0.004 against 0.392).
 
 Cavity. The exact cavity variance of the pre-activation under an isotropic error depends on the sample through
 ||x_mu||^2 (`cavity_shape`), +-2 sqrt(2/d) around the spec's 2 c. With the scalar cavity the predicted error
@@ -46,9 +47,8 @@ of some seeds collapsed at d = 60 even when damped; with the per-sample one it d
 (alpha = 0.2: 0.4056 and 0.4055).
 
 Stops (core/gamp.py, `RIESteps`): converged when the change falls below tol or when c collapses below
-C_MIN = 1e-12 (perfect
-recovery: nothing left for the channel to resolve, and g would divide by ~0); a non-finite g or estimate
-stops the run as diverged.
+C_MIN = 1e-12 (perfect recovery: nothing left for the channel to resolve, and g would divide by ~0); a
+non-finite g or estimate stops the run as diverged.
 
 Cost per iteration: two O(n d^2) products (project, back-projection) plus one d x d eigh and O(d) cubic
 roots; memory O(n d) (x itself). benchmarks/quadratic_gamp.py measures it.

@@ -17,8 +17,10 @@ column, and sum_i X_mu,t,i^2 / d -> 1, so one p x p C_hat serves every column an
     W_hat  <- (1 - c) W_new + c W_hat,   C_hat <- (1 - c) C_new + c C_hat
 
 The loop itself is the one GAMP loop of seqphase (`core/gamp.py`, `iterate`); `AttentionSteps` fills in
-the steps above, and a run is `gamp.iterate(AttentionSteps(...), max_iter=, damping=, tol=, stop=)`. `channel.g_out_tokens` is the function the SE uses (one V for every sample: the channel
-is called once per iteration on all n samples).
+the steps above, and a run is `gamp.iterate(AttentionSteps(...), max_iter=, damping=, tol=, stop=)`: it stops
+after max_iter iterations or when the rms change of W_hat per entry is below tol (or when `stop(records)`,
+e.g. the onset's stopping rule, says so). `channel.g_out_tokens` is the function the SE uses (one V for every
+sample: the channel is called once per iteration on all n samples).
 
 Damping convention: c = `damping` is the weight of the OLD iterate, as in the SE (`se.smi_se`) and the
 multi-index GAMP. The reference code writes W <- delta W_new + (1 - delta) W with delta = 0.8 (spec
