@@ -61,8 +61,8 @@ class TensorSteps(gamp.AIMSteps):
     def fields(self, g, dg, S_hat):
         d = self.d
         rows, cols = pairs(self.T)
-        qhat = 2.0 * float(np.sum((g * g) @ self.weights)) / d**2
-        self.qhat_trace.append(qhat)
+        qhat = 2.0 * float(np.sum((g * g) @ self.entry_weights)) / d**2
+        self.precision = qhat
         G = np.zeros((self.n, self.T, self.T))
         G[:, rows, cols] = g
         G[:, cols, rows] += np.where(rows == cols, 0.0, 1.0) * g
@@ -94,7 +94,8 @@ def measure(kind, alpha, d, iters, seed=0):
     gamp.mmse_table(RHO)
     tracemalloc.start()
     X, S, y = gamp.sample_instance(channel, alpha, RHO, d, np.random.default_rng(seed))
-    steps = Timed(TensorSteps(channel, X, y, S, RHO) if kind == "tensor" else gamp.AIMSteps(channel, X, y, S, RHO))
+    steps = Timed(TensorSteps(channel, X, y, S, RHO) if kind == "tensor"
+                  else gamp.AIMSteps(channel, X, y, S, RHO, cavity="scalar"))
     run = loop.iterate(steps, max_iter=iters + 1, damping=0.5, tol=0.0)
     stamps = steps.stamps + [time.perf_counter()]
     peak = tracemalloc.get_traced_memory()[1]
@@ -107,12 +108,13 @@ _RSS_PROBE = """
 import os, resource, sys
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1"); os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np
+from seqphase.core import gamp as loop
 from seqphase.core.aim import gamp
 from seqphase.core.aim.channels import make_channel
 alpha, d, iters = float(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 channel = make_channel("hardmax", 2, "exact")
 X, S, y = gamp.sample_instance(channel, alpha, 0.5, d, np.random.default_rng(0))
-trace = gamp.run_gamp(channel, X, y, S, 0.5, max_iter=iters, tol=0.0)
+trace = loop.iterate(gamp.AIMSteps(channel, X, y, S, 0.5), max_iter=iters, damping=0.5, tol=0.0)
 hwm = [line for line in open("/proc/self/status") if line.startswith("VmHWM")][0].split()[1]
 print(int(hwm) * 1024, trace.mse[-1])
 """

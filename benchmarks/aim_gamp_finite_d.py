@@ -20,6 +20,7 @@ import time
 import numpy as np
 
 from harness import print_machine
+from seqphase.core import gamp
 from seqphase.core.aim import gamp as gamp_mod
 from seqphase.core.aim import se
 from seqphase.core.aim.channels import make_channel
@@ -33,7 +34,7 @@ def mean_error(alpha, rho, T, d, seeds, max_iter=500, damping=0.5, tol=1e-5, cha
     errors = []
     for child in np.random.SeedSequence([SEED, d, int(round(alpha * 1e6))]).spawn(seeds):
         X, S, y = gamp_mod.sample_instance(channel, alpha, rho, d, np.random.default_rng(child))
-        trace = gamp_mod.run_gamp(channel, X, y, S, rho, max_iter=max_iter, damping=damping, tol=tol)
+        trace = gamp.iterate(gamp_mod.AIMSteps(channel, X, y, S, rho), max_iter=max_iter, damping=damping, tol=tol)
         errors.append(trace.mse[-1])
     errors = np.array(errors)
     return errors.mean(), errors.std(ddof=1) / math.sqrt(len(errors))

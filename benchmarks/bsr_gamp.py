@@ -65,7 +65,7 @@ def measure(rho, alpha, d, precision, max_iter):
     return {"rho": rho, "alpha": alpha, "d": d, "n": n, "precision": precision, "X_MB": X.nbytes / 1e6,
             "instance_s": t_instance, "n_iter": run.n_iter, "s_per_iter": total / it,
             "products_s_per_iter": spent["products"] / it, "denoise_s_per_iter": spent["denoise"] / it,
-            "final_mse": run.records[-1]}
+            "final_mse": run.mse[-1]}
 
 
 def main():

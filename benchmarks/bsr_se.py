@@ -39,7 +39,7 @@ def main():
             table = time.perf_counter() - start
             for delta in args.delta:
                 start = time.perf_counter()
-                se.parametric_curve(rho, beta, delta)
+                se.CURVE.table(rho, beta, delta)
                 curve = time.perf_counter() - start
                 top = se.alpha_pr(rho, beta) if delta == 0 else 1.5
                 alphas = np.linspace(0.0, top, args.points)

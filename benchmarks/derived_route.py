@@ -26,6 +26,7 @@ import numpy as np
 
 import seqphase
 from harness import median_time, print_machine
+from seqphase.core import gamp as loop
 from seqphase.core import plugins
 from seqphase.core.channel import AbsChannel, LinearChannel, SignChannel, SquareChannel
 from seqphase.core.glm import gamp, se, thresholds
@@ -146,7 +147,8 @@ def cost(args):
         F, x, y = gamp.sample_instance(prior, closed, 2.0, 1000, np.random.default_rng(1))
 
         def run(channel):
-            return lambda: gamp.run_gamp(prior, channel, F, y, x, max_iter=30, tol=0.0, rng=np.random.default_rng(2))
+            return lambda: loop.iterate(gamp.GLMSteps(prior, channel, F, y, x, np.random.default_rng(2)), max_iter=30,
+                                        tol=0.0)
 
         run(user)()
         a, b = median_time(run(closed), args.repeats), median_time(run(user), args.repeats)

@@ -30,7 +30,7 @@ def main():
     for kappa in args.kappa:
         for delta in args.delta:
             start = time.perf_counter()
-            se.parametric_curve(kappa, delta)
+            se.CURVE.table(kappa, delta)
             setup = time.perf_counter() - start
             top = thresholds.alpha_pr(kappa) if delta == 0 else 0.6
             alphas = np.linspace(1e-3, top, args.points)

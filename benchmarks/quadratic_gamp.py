@@ -44,8 +44,7 @@ class TimedSteps(gamp.QuadraticSteps):
 
 def bench(d, alpha, delta, iters):
     x, W, y = gamp.sample_instance(alpha, KAPPA, delta, d, np.random.default_rng([3, d]))
-    m = W.shape[0]
-    steps = TimedSteps(x, y, gamp.teacher_matrix(W), m / d, delta, cavity="gram")
+    steps = TimedSteps(x, y, W, delta, cavity="gram")
     steps.stamps = []
     steps.mmse(np.array(1.0))  # the table is built once per process: not part of an iteration
     run = loop.iterate(steps, max_iter=iters, damping=0.5, tol=0.0)
@@ -60,7 +59,7 @@ def bench(d, alpha, delta, iters):
         "rie": harness.median_time(lambda: steps.rie.denoise(R, t), 5),
         "mmse": harness.median_time(lambda: steps.mmse(np.array(t)), 5),
     }
-    return x.shape[0], per_iter, parts, run.records[-1]
+    return x.shape[0], per_iter, parts, run.mse[-1]
 
 
 def main():

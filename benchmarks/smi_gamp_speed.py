@@ -4,7 +4,7 @@ at fixed overlaps (docs/benchmarks.md, "SMI GAMP at small skips").
     python benchmarks/smi_gamp_speed.py [--d 1000] [--alpha 0.9] [--iters 30] [--seed 1]
                                         [--skips 1e-4,0.01,0.1,0.5,1] [--batch 1024] [--no-gout]
 
-GAMP: one instance (d, alpha, `--seed`), `core.smi.gamp.run_gamp` for `--iters` iterations (tol = 0, so every
+GAMP: one instance (d, alpha, `--seed`), `core.smi.gamp.AttentionSteps` for `--iters` iterations (tol = 0, so every
 iteration runs; damping 0.2, random start): the CPU time of the channel calls (`g_out_tokens`, wrapped) and
 of the whole run, in ms per sample and iteration (n = alpha d samples), with the first / last iteration's
 channel cost (the cavity V shrinks as GAMP learns, and the posterior narrows with it), and the final
@@ -26,6 +26,8 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+import seqphase  # noqa: E402
+from seqphase.core import gamp  # noqa: E402
 from seqphase.core.numerics import psd_sqrt  # noqa: E402
 from seqphase.core.smi import gamp as sgamp  # noqa: E402
 from seqphase.core.smi.channels import AttentionChannel  # noqa: E402
@@ -61,7 +63,8 @@ def gamp_cost(c, d, alpha, iters, seed):
 
     ch.g_out_tokens = timed
     t0 = time.process_time()
-    tr = sgamp.run_gamp(ch, X, u, W, max_iter=iters, tol=0.0, rng=np.random.default_rng(seed + 1))
+    tr = gamp.iterate(sgamp.AttentionSteps(ch, X, u, W, np.random.default_rng(seed + 1)), max_iter=iters, damping=0.2,
+                      tol=0.0)
     total = time.process_time() - t0
     n = u.shape[0]
     per = 1e3 / (n * len(spent))

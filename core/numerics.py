@@ -1061,3 +1061,16 @@ def gaussian_posterior_2d(log_likelihood, omega, V, *, tol=1e-8, angles=(), dire
     with np.errstate(divide="ignore"):
         log_z = np.where(mass > 0, shift + np.log(safe), -np.inf)
     return log_z, mean, second
+
+
+# -- many roots at once: a vectorised bisection ----------------------------------------------------------
+def bisect_arrays(moves_first, first, second, steps):
+    """The midpoints of many brackets [first, second] (arrays, one root each, either end first) after
+    `steps` vectorised halvings: at each step mid = (first + second) / 2 replaces `first` where
+    moves_first(mid) is True (the root lies on second's side of mid) and `second` elsewhere. A fixed
+    number of steps rather than a tolerance: every bracket shrinks by 2^-steps."""
+    for _ in range(steps):
+        mid = 0.5 * (first + second)
+        move = moves_first(mid)
+        first, second = np.where(move, mid, first), np.where(move, second, mid)
+    return 0.5 * (first + second)

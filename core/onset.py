@@ -196,7 +196,7 @@ def settled_flat(recent, *, floor, rtol):
 
 def stop_test(d, *, level, fraction, cap, window, flat=0.0, envelope=1):
     """The stopping rule of one instance as a test on GAMP's records (`core/gamp.py`, `iterate(stop=...)`;
-    each record's first entry is the overlap matrix M), with bound = fraction * level / sqrt(d) and `cap` the
+    each record's "overlap" is the overlap matrix M), with bound = fraction * level / sqrt(d) and `cap` the
     iteration cap. True once, over the last `window` iterations, every layer's |M_ll| has either
     `settled_low` under the bound or, with flat > 0, `settled_flat` (range <= flat of its value, all values at
     or above the bound): the run's overlaps have stopped moving, so its final values are the capped run's to
@@ -237,7 +237,7 @@ def stop_test(d, *, level, fraction, cap, window, flat=0.0, envelope=1):
         if t < span:
             return False
         # |M_ll| over the window and the envelope's reach before it: (span + 1, layers)
-        diagonals = np.abs(np.array([np.diagonal(np.atleast_2d(r[0])) for r in records[t - span:]]))
+        diagonals = np.abs(np.array([np.diagonal(np.atleast_2d(r["overlap"])) for r in records[t - span:]]))
         # the envelope at each iteration of the window: (window + 1, layers)
         peaks = np.lib.stride_tricks.sliding_window_view(diagonals, envelope, axis=0).max(axis=-1)
         # a layer at a new high over the envelope's span is rising now, whatever the envelope says; at the floor

@@ -51,6 +51,7 @@ import numpy as np
 from scipy.interpolate import PchipInterpolator
 
 from seqphase.core.errors import ParameterError
+from seqphase.core.numerics import bisect_arrays
 from seqphase.core.rie import bulk_rule
 
 FOUR_PI2_OVER_3 = 4.0 * math.pi**2 / 3.0
@@ -373,13 +374,8 @@ class RectangularRIE:
         right = np.where(np.isfinite(right), right, 2.0 * edge)  # beyond the top edge
         in_point = np.where(toward_inside > 0, (edge + right) / 2.0, (left + edge) / 2.0)
         out_point = np.where(toward_inside > 0, (left + edge) / 2.0, (edge + right) / 2.0)
-        for _ in range(50):
-            mid = (in_point + out_point) / 2.0
-            positive = self.density(mid, zeta[rows]) > 0
-            in_point = np.where(positive, mid, in_point)
-            out_point = np.where(positive, out_point, mid)
         breaks = breaks.copy()
-        breaks[rows, cols + 1] = (in_point + out_point) / 2.0
+        breaks[rows, cols + 1] = bisect_arrays(lambda mid: self.density(mid, zeta[rows]) > 0, in_point, out_point, 50)
         return breaks
 
     def edges(self, zeta):

@@ -49,7 +49,7 @@ def test_stop_test_waits_for_every_layer():
     """A layer at zero does not stop the run while another layer is not settled: without the flat rule every
     layer must sit at zero; with it, the others may stand still instead."""
     def records(m11, m22):
-        return [(np.diag([a, b]), None, 0.0) for a, b in zip(m11, m22)]
+        return [{"overlap": np.diag([a, b])} for a, b in zip(m11, m22)]
 
     zero, learned = [0.0] * 30, [0.5] * 30
     rising = list(np.linspace(0.05, 0.9, 30))
@@ -67,7 +67,7 @@ ESCAPES = Path(__file__).parent / "data" / "smi" / "onset-escape-c2-d1000.json"
 
 def _first_stop(test, *layers):
     """The first iteration at which `test` stops a run whose per-iteration |M_ll| are `layers` (one list each)."""
-    records = [(np.diag(m),) for m in zip(*layers)]
+    records = [{"overlap": np.diag(m)} for m in zip(*layers)]
     return next((t for t in range(1, len(records)) if test(records[:t + 1])), None)
 
 
@@ -141,10 +141,10 @@ def test_the_envelope_spans_troughs_but_not_a_steady_growth():
     decaying, growing = 1e-4 * 0.97 ** t * wave, 1e-7 * 1.08 ** t * wave
     for path, stops in ((decaying, True), (growing, False)):
         rule = onset.stop_test(2000, level=2.0, fraction=1e-2, cap=150, window=20, envelope=12)
-        records = [(np.diag([m, 1e-14]),) for m in path]
+        records = [{"overlap": np.diag([m, 1e-14])} for m in path]
         assert any(rule(records[:k + 1]) for k in range(31, 60)) == stops
     raw = onset.stop_test(2000, level=2.0, fraction=1e-2, cap=150, window=20)
-    assert not any(raw([(np.diag([m, 1e-14]),) for m in decaying[:k + 1]]) for k in range(20, 60))
+    assert not any(raw([{"overlap": np.diag([m, 1e-14])} for m in decaying[:k + 1]]) for k in range(20, 60))
     with pytest.raises(ValueError, match="envelope"):
         onset.stop_test(2000, level=2.0, fraction=1e-2, cap=150, window=20, envelope=0)
 
@@ -173,7 +173,7 @@ def test_an_overlap_that_stands_still_above_the_bound_is_flat_and_a_moving_one_i
 
 def test_stop_test_with_flat_stops_only_when_every_layer_has_stopped_moving():
     def records(m11, m22):
-        return [(np.diag([a, b]), None, 0.0) for a, b in zip(m11, m22)]
+        return [{"overlap": np.diag([a, b])} for a, b in zip(m11, m22)]
 
     learned, rising, zero = [0.5] * 30, list(np.linspace(0.05, 0.2, 30)), [1e-14] * 30
     flat = onset.stop_test(2000, level=2.0, fraction=1e-3, cap=150, window=20, flat=1e-2)
@@ -206,15 +206,17 @@ def test_the_smi_onset_runs_the_posterior_on_its_own_grid(monkeypatch):
 
 
 def test_the_gamp_loop_ends_where_the_stop_test_says():
+    from seqphase.core import gamp
     from seqphase.core.smi.channels import AttentionChannel
-    from seqphase.core.smi.gamp import run_gamp, sample_instance
+    from seqphase.core.smi.gamp import AttentionSteps, sample_instance
 
     ch = AttentionChannel(2, 1.0)
     rng = np.random.default_rng(3)
     X, W, _, u = sample_instance(ch, 1.0, 40, rng)
-    full = run_gamp(ch, X, u, W, max_iter=8, tol=0.0, rng=np.random.default_rng(4), n_gen=10)
-    cut = run_gamp(ch, X, u, W, max_iter=8, tol=0.0, rng=np.random.default_rng(4), n_gen=10,
-                   stop=lambda records: len(records) > 5)
+    full = gamp.iterate(AttentionSteps(ch, X, u, W, np.random.default_rng(4), n_gen=10), max_iter=8, damping=0.2,
+                        tol=0.0)
+    cut = gamp.iterate(AttentionSteps(ch, X, u, W, np.random.default_rng(4), n_gen=10), max_iter=8, damping=0.2,
+                       tol=0.0, stop=lambda records: len(records) > 5)
     assert (full.n_iter, full.stopped) == (8, False) and (cut.n_iter, cut.stopped, cut.converged) == (5, True, False)
     assert np.array_equal(cut.overlap, full.overlap[:6])  # the same run, cut short
 

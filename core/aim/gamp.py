@@ -1,6 +1,7 @@
 """GAMP-RIE for the attention-indexed model (spec aim.md §3): the prior and channel steps (`AIMSteps`) of
-the one GAMP loop of `core/gamp.py`, which owns the iteration, the damping, the damping-consistent
-Onsager (reaction) term, the trace and the stops.
+the one GAMP loop of `core/gamp.py` (run with `gamp.iterate`), which owns the iteration, the damping, the
+damping-consistent Onsager (reaction) term, the trace and the stops; the prior side (fields, RIE denoiser,
+stops) is the shared `gamp.RIESteps`.
 
 Instance (`sample_instance`): tokens X_mu (T x d, i.i.d. N(0, 1), not normalised), n = round(alpha d^2)
 sequences, teacher W (d x r, r = round(rho d), i.i.d. N(0, 1)), S = W W^T / sqrt(r d), labels from the
@@ -19,7 +20,10 @@ One iteration, hook by hook (spec §3 steps 1-9):
                B = sum_mu [X_mu^T G_mu X_mu - (sum_a g_aa) I], G_aa = g_aa, G_ab = g_ab / 2
                R = S_hat + 2 / (qhat d^{3/2}) B                                       (steps 6, 7)
     denoise    S_new = RIE(rho).denoise(R, 1/qhat), c = mmse_RIE(1/qhat) (cached table) (step 8)
+               (qhat = 0, no information: the start, S_hat = sqrt(rho) I, c = 1)
     change     ||S_hat_t - S_hat_{t-1}||_F^2 / d of the DAMPED iterate, stop below tol  (step 9)
+    record     mse ||S_hat - S||_F^2 / d, overlap Tr(S_hat S) / d, the predicted error mse_predicted = c
+               and qhat (index 0 = the start: c = 1, qhat = 0)
 
 Damping. The loop damps the estimate and its variance, S_hat <- (1 - b) S_new + b S_hat and
 c <- (1 - b) c_new + b c, and carries the reaction consistently, R_t = (1 - b) V(c_und) g_{t-1} +
@@ -53,9 +57,9 @@ Memory: nothing of size n x d x d is ever formed. Omega and B are computed in ch
 CHUNK_ELEMENTS floats; the only O(n d) array is X itself (n T d floats: 128 MB at d = 100, alpha = 8,
 T = 2), against n T^2 d^2 floats (25.6 GB) for the authors' (n, d, d, T, T) tensor.
 
-Stops (core/gamp.py): converged when the change is below tol or when the predicted error c collapses
-below C_MIN (perfect recovery: nothing left for the channel to resolve, and g_out would divide by ~0);
-a non-finite g or estimate stops the run as diverged.
+Stops (core/gamp.py, `RIESteps`): converged when the change is below tol or when the predicted error c
+collapses below C_MIN = 1e-12 (perfect recovery: nothing left for the channel to resolve, and g_out would
+divide by ~0); a non-finite g or estimate stops the run as diverged.
 """
 
 from __future__ import annotations
@@ -70,8 +74,6 @@ from seqphase.core.rie import SymmetricRIE, mmse_table
 
 #: floats per chunk temporary of the sample loops (8 MB): bounds the working memory beyond X itself
 CHUNK_ELEMENTS = 1 << 20
-#: predicted error below which the run stops as converged (perfect recovery)
-C_MIN = 1e-12
 #: cavity covariance of the folded index: "scalar" = diag((1 + delta_ab) c) (spec §3), "gram" = c M_mu
 #: per sample (`cavity_shape`)
 CAVITIES = ("scalar", "gram")
@@ -158,13 +160,14 @@ def cavity_shape(X):
     return (2.0 / d) * trace
 
 
-class AIMSteps(gamp.GampSteps):
-    """GAMP-RIE steps on one AIM instance (module docstring). Keeps per-iteration traces of qhat and of
-    the undamped predicted error c on `self` (index 0 = the start)."""
+class AIMSteps(gamp.RIESteps):
+    """GAMP-RIE steps on one AIM instance (module docstring); `cavity` "scalar" | "gram" (None:
+    `default_cavity`)."""
 
-    divergence = "stop"
+    precision_scale = 2.0  # qhat = (2 / d^2) sum of the weighted g^2
 
-    def __init__(self, channel, X, y, S_true, rho, cavity="scalar"):
+    def __init__(self, channel, X, y, S_true, rho, cavity=None):
+        cavity = default_cavity(channel) if cavity is None else cavity
         if cavity not in CAVITIES:
             raise ValueError(f"cavity must be one of {CAVITIES}, got {cavity!r}")
         self.channel, self.X, self.y, self.S_true = channel, X, y, S_true
@@ -172,10 +175,12 @@ class AIMSteps(gamp.GampSteps):
         self.rho = float(rho)
         self.rie = SymmetricRIE(self.rho)
         self.table = mmse_table(self.rho)
-        self.weights = entry_weights(self.T)  # 1 + delta_ab per folded entry
+        self.mmse = self.table.mmse
+        self.entry_weights = entry_weights(self.T)  # 1 + delta_ab per folded entry
+        self.precision_norm = self.d**2
+        self.error_unit, self.error_norm = 1.0, self.d
         self.shape = cavity_shape(X) if cavity == "gram" else None
-        self.qhat_trace = [0.0]
-        self.c_trace = [1.0]
+        self.precision, self.c = 0.0, 1.0
 
     def initial(self):
         S0 = math.sqrt(self.rho) * np.eye(self.d)  # E[S]: the SE's start q = rho, error Q0 - rho = 1
@@ -183,15 +188,12 @@ class AIMSteps(gamp.GampSteps):
 
     def cavity(self, c):
         if self.shape is None:
-            return np.diag(self.weights * c)
+            return np.diag(self.entry_weights * c)
         return c * self.shape
-
-    def collapsed(self, V, c):
-        return c < C_MIN
 
     def reaction(self, c, g, V=None, weight=1.0):
         if self.shape is None:
-            return g * ((weight * c) * self.weights)
+            return g * ((weight * c) * self.entry_weights)
         return (weight * c) * np.einsum("nij,nj->ni", self.shape, g)
 
     def project(self, S_hat):
@@ -200,51 +202,18 @@ class AIMSteps(gamp.GampSteps):
     def g_out(self, omega, V):
         return self.channel.g_out(self.y, omega, V)
 
-    def fields(self, g, dg, S_hat):
-        d = self.d
-        qhat = 2.0 * float(np.sum((g * g) @ self.weights)) / d**2
-        self.qhat_trace.append(qhat)
-        if not qhat > 0:  # no information from the channel (every g = 0): the field is the estimate
-            return 0.0, S_hat
-        return qhat, S_hat + (2.0 / (qhat * d**1.5)) * back_projection(self.X, g)
+    def back_projection(self, g):
+        return back_projection(self.X, g)
 
-    def denoise(self, R, qhat):
-        if not qhat > 0:
-            S_new, c = math.sqrt(self.rho) * np.eye(self.d), 1.0
-        else:
-            delta = 1.0 / qhat
-            S_new = self.rie.denoise(R, delta)
-            c = float(self.table.mmse(np.array(delta)))
-        self.c_trace.append(c)
-        return S_new, c
-
-    def change(self, S_new, S_hat):
-        return float(np.sum((S_new - S_hat) ** 2)) / self.d
+    def uninformed(self, R):
+        return math.sqrt(self.rho) * np.eye(self.d), 1.0
 
     def record(self, S_hat):
-        return float(np.sum((S_hat - self.S_true) ** 2)) / self.d, float(np.sum(S_hat * self.S_true)) / self.d
-
-
-class GampTrace:
-    """Per-iteration error ||S_hat - S||_F^2 / d and overlap Tr(S_hat S) / d (index 0 = the start), the
-    algorithm's predicted error c and qhat per iteration, iterations, flags and the final estimate."""
-
-    def __init__(self, run, steps):
-        self.mse, self.overlap = (np.array(v) for v in zip(*run.records))
-        k = len(self.mse)
-        self.mse_predicted = np.array(steps.c_trace[:k])
-        self.qhat = np.array(steps.qhat_trace[:k])
-        self.n_iter, self.converged, self.diverged = run.n_iter, run.converged, run.diverged
-        self.S_hat = run.w
+        return {"mse": self.error(S_hat, self.S_true), "overlap": float(np.sum(S_hat * self.S_true)) / self.d,
+                "mse_predicted": self.c, "qhat": self.precision}
 
 
 def default_cavity(channel):
     """"gram" (the per-sample cavity), except for the published hardmax variant (`gout = "paper"`), which
     reproduces the authors' algorithm and so keeps their scalar cavity (module docstring, "Cavity")."""
     return "scalar" if getattr(channel, "gout", None) == "paper" else "gram"
-
-
-def run_gamp(channel, X, y, S_true, rho, *, max_iter=500, damping=0.5, tol=1e-5, cavity=None):
-    """GAMP-RIE on one instance (module docstring); `cavity` "scalar" | "gram" (None: `default_cavity`)."""
-    steps = AIMSteps(channel, X, y, S_true, rho, cavity=default_cavity(channel) if cavity is None else cavity)
-    return GampTrace(gamp.iterate(steps, max_iter=max_iter, damping=damping, tol=tol), steps)

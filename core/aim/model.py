@@ -23,6 +23,7 @@ import math
 
 import numpy as np
 
+from seqphase.core import gamp
 from seqphase.core.aim import figures
 from seqphase.core.aim import gamp as gamp_mod
 from seqphase.core.aim import gd as gd_mod
@@ -198,10 +199,10 @@ class GAMP(SeededMethod):
         channel = make_channel(params["channel"], T, params.get("hardmax_gout", "exact"))
         d, n_trace = settings["d"], settings["max_iter"] + 1
         gamp_mod.teacher_rank(rho, d)
-        cavity = gamp_mod.default_cavity(channel) if settings["cavity"] == "auto" else settings["cavity"]
+        cavity = None if settings["cavity"] == "auto" else settings["cavity"]  # None: AIMSteps' default_cavity
         X, S, y = gamp_mod.sample_instance(channel, alpha, rho, d, np.random.default_rng(stream))
-        trace = gamp_mod.run_gamp(channel, X, y, S, rho, max_iter=settings["max_iter"], damping=settings["damping"],
-                                  tol=settings["tol"], cavity=cavity)
+        trace = gamp.iterate(gamp_mod.AIMSteps(channel, X, y, S, rho, cavity=cavity), max_iter=settings["max_iter"],
+                             damping=settings["damping"], tol=settings["tol"])
         out = {name: forward_fill(getattr(trace, name), n_trace) for name in ("mse", "overlap", "mse_predicted")}
         out.update(n_iter=trace.n_iter, converged=int(trace.converged), diverged=int(trace.diverged))
         return out

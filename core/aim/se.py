@@ -13,10 +13,11 @@ Routes:
 * softmax and linear (`closed_form_se`): the channel step is qhat = k alpha / V with k = T^2 + T - 2
   (softmax: the row log-ratios fix h up to one constant) or T(T + 1) (linear), so the fixed points lie on
   the parametric curve Delta = 1/qhat in (0, inf): alpha(Delta) = mmse(Delta) / (k Delta), error =
-  mmse(Delta). A point is solved by root-finding in log Delta (brentq); alpha(Delta) is checked to be
-  decreasing on the whole Delta grid (`parametric_curve`; a non-monotone curve would mean several fixed
-  points, and `ParametricCurveError` is raised rather than one of them returned). Past the counting
-  threshold (alpha above alpha(DELTA_MIN)) the error is 0 (perfect recovery) and qhat = inf.
+  mmse(Delta). A point is solved by root-finding in log Delta (brentq) on the shared curve solver
+  (`CURVE`, core/parametric_curve.py); alpha(Delta) is checked to be strictly decreasing on the whole
+  Delta grid (a non-monotone curve would mean several fixed points, and `ParametricCurveError` is raised
+  rather than one of them returned). Past the counting threshold (alpha above alpha(DELTA_MIN)) the error
+  is 0 (perfect recovery) and qhat = inf.
 * the general channel step (`general_se`): the expectation (2.1) by Monte Carlo with the channel's own
   g_out (common random numbers: the map is deterministic), iterated with `numerics.fixed_point`; for
   softmax it must coincide with the closed form (spec Fig. 4).
@@ -49,6 +50,7 @@ from scipy import optimize
 
 from seqphase.core.aim.channels import HARDMAX_GOUT, SoftmaxChannel, cavity_variance, entry_weights, hardmax_kernel
 from seqphase.core.numerics import fixed_point, gauss_hermite
+from seqphase.core.parametric_curve import ParametricCurve
 
 #: the parametric curve and the root search in Delta = 1/qhat cover [DELTA_MIN, DELTA_MAX]
 DELTA_MIN = 1e-8
@@ -105,46 +107,25 @@ class AIMState:
     residuals: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
 
 
-class ParametricCurveError(RuntimeError):
-    """alpha(Delta) = mmse(Delta)/(k Delta) is not monotone: several SE fixed points."""
-
-
 # -- softmax / linear: the parametric curve -------------------------------------------------------
-@lru_cache(maxsize=64)
-def parametric_curve(rho, k):
-    """(Delta, alpha, error) on CURVE_POINTS log-spaced Delta in [DELTA_MIN, DELTA_MAX]; raises
-    ParametricCurveError if alpha(Delta) is not strictly decreasing."""
-    delta = np.logspace(math.log10(DELTA_MIN), math.log10(DELTA_MAX), CURVE_POINTS)
-    error = np.asarray(prior_mmse(float(rho))(delta), float)
-    alpha = error / (k * delta)
-    if not np.all(np.diff(alpha) < 0):
-        bad = int(np.argmax(np.diff(alpha) >= 0))
-        raise ParametricCurveError(f"alpha(Delta) not decreasing at Delta = {delta[bad]:.3g} (rho = {rho}, k = {k})")
-    for a in (delta, alpha, error):
-        a.setflags(write=False)
-    return delta, alpha, error
+def alpha_of_delta(delta, rho, k):
+    """alpha(Delta) = mmse_RIE(Delta; rho) / (k Delta), vectorised."""
+    return np.asarray(prior_mmse(float(rho))(delta), float) / (k * delta)
+
+
+#: alpha(Delta) on CURVE_POINTS log-spaced Delta in [DELTA_MIN, DELTA_MAX], strictly decreasing (per (rho, k))
+CURVE = ParametricCurve(alpha_of_delta, DELTA_MIN, DELTA_MAX, CURVE_POINTS, name="Delta", params=("rho", "k"))
 
 
 def closed_form_se(alpha, rho, k):
     """The SE point at alpha on the parametric curve (module docstring)."""
     alpha, rho = float(alpha), float(rho)
-    delta, curve_alpha, _ = parametric_curve(rho, k)
     mmse = prior_mmse(rho)
-    if alpha >= curve_alpha[0]:  # beyond the counting threshold: perfect recovery
+    error, delta = CURVE.solve(np.array([alpha]), (rho, k), error_of=lambda d, a: mmse(d),
+                               small_noise=lambda a: (np.zeros(a.shape), np.zeros(a.shape)))
+    err, d = float(error[0]), float(delta[0])
+    if d == 0.0:  # beyond the counting threshold: perfect recovery
         return AIMState(mse=0.0, q=q0(rho), qhat=math.inf, n_iter=0, converged=True)
-    if alpha <= curve_alpha[-1]:
-        raise ValueError(f"alpha = {alpha} is below the parametric curve's range ({curve_alpha[-1]:.3g})")
-    log_alpha = math.log(alpha)
-
-    def f(log_delta):
-        d = math.exp(log_delta)
-        return math.log(float(mmse(np.array([d]))[0]) / (k * d)) - log_alpha
-
-    i = int(np.searchsorted(-curve_alpha, -alpha))  # curve_alpha[i-1] > alpha >= curve_alpha[i]
-    lo, hi = math.log(delta[max(i - 1, 0)]), math.log(delta[min(i, len(delta) - 1)])
-    log_delta = optimize.brentq(f, lo, hi, xtol=1e-14, rtol=4 * np.finfo(float).eps)
-    d = math.exp(log_delta)
-    err = float(mmse(np.array([d]))[0])
     return AIMState(mse=err, q=q0(rho) - err, qhat=1.0 / d, n_iter=0, converged=True)
 
 

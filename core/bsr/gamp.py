@@ -1,6 +1,8 @@
 """GAMP-RIE for bilinear sequence regression (spec rie_bsr_quadratic.md §A3, §8 "GAMP-RIE at finite d"): the
-prior and channel steps (`BSRSteps`) of the one GAMP loop of `core/gamp.py`, which owns the iteration, the
-damping, the damping-consistent Onsager (reaction) term, the trace and the stops.
+prior and channel steps (`BSRSteps`) of the one GAMP loop of `core/gamp.py` (run with `gamp.iterate`, or one
+seed of a point with `run_seed`), which owns the iteration, the damping, the damping-consistent Onsager
+(reaction) term, the trace and the stops; the prior side (fields, RIE denoiser, stops) is the shared
+`gamp.RIESteps` with the rectangular RIE.
 
 Instance (`sample_instance`): n = round(alpha d L) inputs X_mu (d x L, i.i.d. N(0, 1)), stored flattened as
 X_f (n, dL); teacher S* = U V^T / sqrt(r), U (d, r), V (L, r) i.i.d. N(0, 1), r = round(rho d); labels from
@@ -16,7 +18,10 @@ One iteration, hook by hook (spec §A3 steps 1-9):
     fields     A = alpha mean(g^2) = sum(g^2) / (dL) (the estimate of 1/zeta),
                R = S_hat + (1/A) reshape(X_f^T g) / sqrt(dL)                           (steps 5, 6)
     denoise    S_new = RIE denoise(R, zeta = 1/A), C = mmse_den(zeta) from the cached table   (steps 7, 8)
+               (A = 0, every residual 0: the estimate and C are kept, zeta = inf)
     change     ||S_hat_t - S_hat_{t-1}||_F^2 / (dL) of the damped iterate, stop below tol     (step 9)
+    record     mse ||S_hat - S*||_F^2 / (dL), the predicted error mse_predicted = C and zeta (index 0 = the
+               start: C_0, zeta = inf)
 
 The variance is the closed-form denoising MMSE, not an empirical divergence: for the Bayes-optimal denoiser
 zeta <div f> = mmse (Nishimori), the spec's step 8.
@@ -36,14 +41,15 @@ teacher: error 2 per entry), C_0 = `init_variance`; g_0 = 0, so the first omega 
 instead starts from omega = scale, whose first residual is ~ -scale: pitfall 7).
 
 Memory: X_f is the only O(n dL) array. In float32 (`precision`, the default) it is 4 n d L bytes: 400 MB at
-d = L = 100, alpha = 1 (float64: 800 MB). It is filled in row blocks of CHUNK_ELEMENTS float64 draws, and the
-labels are computed from the float64 blocks, so the instance (teacher, X, labels) is the same whatever the
-precision; only the two matrix-vector products of each iteration run in float32 (rounding 1e-7 relative per
-product; the final errors of float32 and float64 runs agree to < 1e-5, tests/bsr/test_bsr_gamp.py).
+d = L = 100, alpha = 1 (float64: 800 MB). It is filled in row blocks of float64 draws (core/gamp.py
+`sample_instance` from a SeedSequence: CHUNK_ELEMENTS draws a block), and the labels are computed from the
+float64 blocks, so the instance (teacher, X, labels) is the same whatever the precision; only the two
+matrix-vector products of each iteration run in float32 (rounding 1e-7 relative per product; the final errors
+of float32 and float64 runs agree to < 1e-5, tests/bsr/test_bsr_gamp.py).
 
-Stops (core/gamp.py): converged when the change is below tol or when C collapses below C_MIN (noiseless
-perfect recovery: zeta -> 0 and g_out would divide by ~0); a non-finite g or estimate stops the run as
-diverged.
+Stops (core/gamp.py, `RIESteps`): converged when the change is below tol or when C collapses below
+C_MIN = 1e-12 (noiseless perfect recovery: zeta -> 0 and g_out would divide by ~0); a non-finite g or
+estimate stops the run as diverged.
 """
 
 from __future__ import annotations
@@ -56,10 +62,6 @@ from seqphase.core import gamp
 from seqphase.core.errors import ParameterError
 from seqphase.core.rectangular_rie import RectangularRIE, rectangular_mmse_table
 
-#: float64 draws per block while filling X (8 MB): bounds the temporaries beyond X itself
-CHUNK_ELEMENTS = 1 << 20
-#: predicted error below which the run stops as converged (perfect recovery)
-C_MIN = 1e-12
 #: floating point of the stored inputs (the two products per iteration run in it)
 PRECISIONS = ("float32", "float64")
 
@@ -92,30 +94,21 @@ def prior_sample(d, L, r, rng):
 def sample_instance(channel, alpha, rho, beta, d, seed_sequence, precision="float32"):
     """(X_f (n, dL) in `precision`, S* (d, L), y (n,)) of one instance.
 
-    Streams: the seed's SeedSequence spawns (teacher, inputs, label noise), so each part is the same whatever
-    the precision or the block size. X_f is filled in blocks of rows; y = X_f vec(S*) / sqrt(dL) + noise is
-    computed from the float64 blocks."""
+    Streams (core/gamp.py `sample_instance` from a SeedSequence): the seed spawns (teacher, inputs, label
+    noise), so each part is the same whatever the precision or the block size. X_f is filled in blocks of
+    rows; y = X_f vec(S*) / sqrt(dL) + noise is computed from the float64 blocks."""
     L, r, n = sizes(alpha, rho, beta, d)
-    teacher_seq, input_seq, noise_seq = seed_sequence.spawn(3)
-    S_true = prior_sample(d, L, r, np.random.default_rng(teacher_seq))
-    rng = np.random.default_rng(input_seq)
-    X = np.empty((n, d * L), dtype=np.dtype(precision))
-    z = np.empty(n)
-    s = S_true.reshape(-1) / math.sqrt(d * L)
-    step = max(1, CHUNK_ELEMENTS // (d * L))
-    for start in range(0, n, step):
-        block = rng.standard_normal((min(step, n - start), d * L))
-        X[start:start + len(block)] = block
-        z[start:start + len(block)] = block @ s
-    y = channel.sample_scalar(z, np.random.default_rng(noise_seq))
-    return X, S_true, y
+
+    def labels(X, S, rng):
+        return channel.sample_scalar(X @ (S.reshape(-1) / math.sqrt(d * L)), rng)
+
+    return gamp.sample_instance(n / (d * L), d * L, seed_sequence, normalise=False, dtype=np.dtype(precision),
+                                teacher=lambda rng: prior_sample(d, L, r, rng), labels=labels)
 
 
-class BSRSteps(gamp.GampSteps):
-    """GAMP-RIE steps on one BSR instance (module docstring). Keeps per-iteration traces of zeta = 1/A and
-    of the undamped predicted error C on `self` (index 0 = the start)."""
-
-    divergence = "stop"
+class BSRSteps(gamp.RIESteps):
+    """GAMP-RIE steps on one BSR instance (module docstring), from the start S_init with variance
+    init_variance."""
 
     def __init__(self, channel, X, y, S_true, rho, beta, *, S_init, init_variance=20.0):
         self.channel, self.X, self.y, self.S_true = channel, X, np.asarray(y, float), S_true
@@ -126,18 +119,17 @@ class BSRSteps(gamp.GampSteps):
         # the instance's own rank and aspect ratios (r/d, L/d): the denoiser needs L/d exactly
         self.rie = RectangularRIE(rho, self.L / self.d)
         self.table = rectangular_mmse_table(rho, self.L / self.d)
+        self.mmse = self.table.mmse
+        self.precision_scale, self.precision_norm = 1.0, self.dL  # A = sum(g^2) / (dL)
+        self.error_unit, self.error_norm = 1.0, self.dL
         self.S_init, self.init_variance = S_init, float(init_variance)
-        self.zeta_trace = [math.inf]
-        self.c_trace = [self.init_variance]
+        self.precision, self.c = 0.0, self.init_variance
 
     def initial(self):
         return self.S_init.copy(), self.init_variance, np.zeros((self.n, 1))
 
     def cavity(self, C):
         return np.array([[C]])
-
-    def collapsed(self, V, C):
-        return C < C_MIN
 
     def reaction(self, C, g, V=None, weight=1.0):
         return (weight * C) * g
@@ -149,57 +141,26 @@ class BSRSteps(gamp.GampSteps):
     def g_out(self, omega, V):
         return self.channel.g_out(self.y, omega, V)
 
-    def fields(self, g, dg, S_hat):
-        A = float(np.sum(g * g)) / self.dL  # alpha mean(g^2), n = alpha dL
-        if not A > 0:  # every residual 0: no information from the channel, keep the estimate
-            return 0.0, S_hat
+    def field(self, S_hat, g, A):
+        # the rectangular field, its normalisation 1 / (A sqrt(dL)) applied as a division
         back = (self.X.T @ g[:, 0].astype(self.X.dtype)).astype(np.float64)
-        return A, S_hat + back.reshape(self.d, self.L) / (A * self.root_dL)
+        return S_hat + back.reshape(self.d, self.L) / (A * self.root_dL)
 
-    def denoise(self, R, A):
-        if not A > 0:
-            self.zeta_trace.append(math.inf)
-            self.c_trace.append(self.c_trace[-1])
-            return R, self.c_trace[-1]
-        zeta = 1.0 / A
-        S_new = self.rie.denoise(R, zeta)
-        C = float(self.table.mmse(np.array(zeta)))
-        self.zeta_trace.append(zeta)
-        self.c_trace.append(C)
-        return S_new, C
-
-    def change(self, S_new, S_hat):
-        return float(np.sum((S_new - S_hat) ** 2)) / self.dL
+    def uninformed(self, R):
+        return R, self.c  # every residual 0: keep the estimate and its predicted error
 
     def record(self, S_hat):
-        return float(np.sum((S_hat - self.S_true) ** 2)) / self.dL
+        return {"mse": self.error(S_hat, self.S_true), "mse_predicted": self.c,
+                "zeta": 1.0 / self.precision if self.precision > 0 else math.inf}
 
 
-class GampTrace:
-    """Per-iteration error ||S_hat - S*||_F^2 / (dL) (index 0 = the start), the algorithm's predicted error
-    mmse_den(zeta) and zeta per iteration, iterations, flags and the final estimate."""
-
-    def __init__(self, run, steps):
-        self.mse = np.array(run.records)
-        k = len(self.mse)
-        self.mse_predicted = np.array(steps.c_trace[:k])
-        self.zeta = np.array(steps.zeta_trace[:k])
-        self.n_iter, self.converged, self.diverged = run.n_iter, run.converged, run.diverged
-        self.S_hat = run.w
-
-
-def run_gamp(channel, X, y, S_true, rho, beta, *, S_init, init_variance=20.0, max_iter=500, damping=0.5,
-             tol=1e-6):
-    """GAMP-RIE on one instance (module docstring)."""
-    steps = BSRSteps(channel, X, y, S_true, rho, beta, S_init=S_init, init_variance=init_variance)
-    return GampTrace(gamp.iterate(steps, max_iter=max_iter, damping=damping, tol=tol), steps)
-
-
-def run_seed(channel, alpha, rho, beta, d, seed_sequence, *, precision="float32", **options):
+def run_seed(channel, alpha, rho, beta, d, seed_sequence, *, precision="float32", init_variance=20.0, max_iter=500,
+             damping=0.5, tol=1e-6):
     """One seed of a point: the seed spawns (instance, start); the instance (`sample_instance`) and the
-    start S_hat_0 (a prior sample) from their own streams, then `run_gamp`."""
+    start S_hat_0 (a prior sample) from their own streams, then GAMP-RIE (`BSRSteps`, `gamp.iterate`)."""
     instance_seq, init_seq = seed_sequence.spawn(2)
     X, S_true, y = sample_instance(channel, alpha, rho, beta, d, instance_seq, precision)
     L, r, _ = sizes(alpha, rho, beta, d)
     S_init = prior_sample(d, L, r, np.random.default_rng(init_seq))
-    return run_gamp(channel, X, y, S_true, r / d, L / d, S_init=S_init, **options)
+    steps = BSRSteps(channel, X, y, S_true, r / d, L / d, S_init=S_init, init_variance=init_variance)
+    return gamp.iterate(steps, max_iter=max_iter, damping=damping, tol=tol)

@@ -15,7 +15,8 @@ so the curve is tabulated on CURVE_POINTS log-spaced zeta in [ZETA_MIN, ZETA_MAX
 rounding (CURVE_RTOL) for every (rho, beta, delta) it is asked for (spec §9 item 10: the authors checked the
 uniqueness of the fixed point only through free-entropy curves at 4 points; a rise of alpha(zeta) would mean
 several fixed points, and we raise `ParametricCurveError` rather than return one of them). A point is then a
-bisection in log zeta inside its bracketing grid cell, vectorised over all the alphas of a call.
+bisection in log zeta inside its bracketing grid cell, vectorised over all the alphas of a call (the shared curve
+solver, `CURVE`, core/parametric_curve.py).
 * Noiseless: alpha(zeta) -> alpha_PR = rho (1 + beta - rho) / beta (rho < min(1, beta); else 1) as zeta -> 0,
   because mmse_den(zeta) ~ alpha_PR zeta there (spec §A5 check 1); alpha >= alpha(ZETA_MIN) is perfect recovery
   (MMSE = 0, zeta = 0).
@@ -47,7 +48,8 @@ import numpy as np
 
 from seqphase.core import rectangular_rie
 from seqphase.core.bsr.channels import BSRChannel, check_alpha, check_beta, check_delta, check_rho, reduce_aspect
-from seqphase.core.numerics import fixed_point
+from seqphase.core.numerics import bisect_arrays, fixed_point
+from seqphase.core.parametric_curve import ParametricCurve
 
 #: the curve covers [ZETA_MIN, ZETA_MAX], the range of the RIE's table (beyond it the RIE is exact, and slow)
 ZETA_MIN = 1e-8
@@ -62,10 +64,6 @@ CURVE_RTOL = 1e-7
 #: bisection steps in log zeta: a grid cell (width ln 10 / 100) shrinks to 1e-16 relative in zeta in 48 steps,
 #: the large-noise bracket [ZETA_MAX, (1 + delta)/alpha] (< 40 e-folds) to 1e-15 in 56
 BISECTION_STEPS = 56
-
-
-class ParametricCurveError(RuntimeError):
-    """alpha(zeta) is not decreasing: (A.1) would have several fixed points."""
 
 
 @dataclass(frozen=True)
@@ -103,60 +101,26 @@ def alpha_of_zeta(zeta, rho, beta, delta=0.0):
     return _alpha_of_zeta(zeta, denoising_mmse(check_rho(rho), check_beta(beta)), check_delta(delta))
 
 
-def _monotone_curve(zeta, alpha, where):
-    rise = np.diff(alpha) / alpha[:-1]
-    if np.any(rise > CURVE_RTOL):
-        bad = int(np.argmax(rise > CURVE_RTOL))
-        raise ParametricCurveError(
-            f"alpha(zeta) = (delta + mmse_den(zeta))/zeta rises by {rise[bad]:.2g} (relative) at zeta = "
-            f"{zeta[bad]:.3g} ({where}): the scalar equation has several fixed points there")
-    alpha = np.minimum.accumulate(alpha)  # rounding-level rises removed: a monotone bracket table
-    zeta.setflags(write=False)
-    alpha.setflags(write=False)
-    return zeta, alpha
+#: alpha(zeta) on CURVE_POINTS log-spaced zeta in [ZETA_MIN, ZETA_MAX], decreasing beyond CURVE_RTOL (per
+#: (rho, beta, delta)); a point by BISECTION_STEPS vectorised steps in log zeta
+CURVE = ParametricCurve(alpha_of_zeta, ZETA_MIN, ZETA_MAX, CURVE_POINTS, name="zeta", params=("rho", "beta", "delta"),
+                        rtol=CURVE_RTOL, bisection_steps=BISECTION_STEPS, cache=128)
 
 
-@lru_cache(maxsize=128)
-def parametric_curve(rho, beta, delta=0.0):
-    """(zeta, alpha(zeta)) on CURVE_POINTS log-spaced zeta in [ZETA_MIN, ZETA_MAX], read-only; raises
-    ParametricCurveError if alpha(zeta) rises anywhere by more than CURVE_RTOL (relative)."""
-    zeta = np.logspace(math.log10(ZETA_MIN), math.log10(ZETA_MAX), CURVE_POINTS)
-    return _monotone_curve(zeta, alpha_of_zeta(zeta, rho, beta, delta),
-                           f"rho = {rho}, beta = {beta}, delta = {delta}")
+def _solve_on_curve(curve, alpha, params, slope, delta):
+    """(mmse, zeta) arrays for an array of alpha on `curve` (the shared solver of the finite-beta and beta = inf
+    cases): alpha = 0 is the prior (mmse 1, zeta = inf); past alpha(ZETA_MIN) perfect recovery (noiseless) or the
+    small-noise root zeta = delta / (alpha - slope) of alpha zeta = delta + slope zeta; below alpha(ZETA_MAX) the
+    bracket [ZETA_MAX, (1 + delta) / alpha] (module docstring)."""
 
+    def small_noise(a):
+        if delta == 0.0:
+            return np.zeros(a.shape), np.zeros(a.shape)
+        z = delta / (a - slope)
+        return slope * z, z
 
-def _solve_on_curve(alpha, zeta_grid, curve, alpha_fn, slope, delta):
-    """zeta(alpha) for an array of alpha on a decreasing tabulated curve (the shared solver of the finite-beta
-    and beta = inf cases): vectorised bisection in log zeta inside each bracketing cell, closed forms off the
-    grid (module docstring). Returns (mmse, zeta) arrays."""
-    alpha = np.asarray(alpha, float)
-    flat = alpha.ravel()
-    zeta = np.full(flat.shape, np.nan)
-    mmse = np.full(flat.shape, np.nan)
-    prior = flat == 0.0
-    zeta[prior], mmse[prior] = np.inf, 1.0
-    small_noise = flat >= curve[0]
-    if delta == 0.0:
-        zeta[small_noise], mmse[small_noise] = 0.0, 0.0
-    else:  # below ZETA_MIN: alpha zeta = delta + slope zeta
-        z = delta / (flat[small_noise] - slope)
-        zeta[small_noise], mmse[small_noise] = z, slope * z
-    inside = ~(prior | small_noise)
-    if np.any(inside):
-        a = flat[inside]
-        i = np.searchsorted(-curve, -a)  # curve[i-1] > a >= curve[i]; i = len(curve): beyond ZETA_MAX
-        beyond = i == len(curve)
-        i = np.minimum(i, len(curve) - 1)
-        lo = np.where(beyond, math.log(zeta_grid[-1]), np.log(zeta_grid[i - 1]))
-        with np.errstate(divide="ignore"):
-            hi = np.where(beyond, np.log(np.maximum((1.0 + delta) / a, zeta_grid[-1])), np.log(zeta_grid[i]))
-        for _ in range(BISECTION_STEPS):
-            mid = 0.5 * (lo + hi)
-            above = alpha_fn(np.exp(mid)) > a  # alpha decreasing: the root lies at larger zeta
-            lo, hi = np.where(above, mid, lo), np.where(above, hi, mid)
-        z = np.exp(0.5 * (lo + hi))
-        zeta[inside], mmse[inside] = z, a * z - delta
-    return mmse.reshape(alpha.shape), zeta.reshape(alpha.shape)
+    return curve.solve(alpha, params, error_of=lambda z, a: a * z - delta, small_noise=small_noise,
+                       large_noise=lambda a: (1.0 + delta) / a, prior_error=1.0)
 
 
 def bo_mmse_zeta(alpha, rho, beta, delta=0.0):
@@ -165,10 +129,7 @@ def bo_mmse_zeta(alpha, rho, beta, delta=0.0):
     alpha = np.asarray(alpha, float)
     if np.any(~(alpha >= 0)) or np.any(~np.isfinite(alpha)):
         check_alpha(alpha[~((alpha >= 0) & np.isfinite(alpha))].ravel()[0])
-    zeta_grid, curve = parametric_curve(rho, beta, delta)
-    mmse = denoising_mmse(rho, beta)
-    return _solve_on_curve(alpha, zeta_grid, curve, lambda z: _alpha_of_zeta(z, mmse, delta), alpha_pr(rho, beta),
-                           delta)
+    return _solve_on_curve(CURVE, alpha, (rho, beta, delta), alpha_pr(rho, beta), delta)
 
 
 def bo_mmse(alpha, rho, beta, delta=0.0):
@@ -208,20 +169,21 @@ def large_beta_denoising_mmse(zeta, rho):
     return rectangular_rie.infinite_beta_mmse(zeta, check_rho(rho))
 
 
-@lru_cache(maxsize=64)
-def large_beta_curve(rho, delta=0.0):
-    """(zeta, alpha(zeta)) of the beta = inf equation, checked decreasing like `parametric_curve`."""
-    zeta = np.logspace(math.log10(ZETA_MIN), math.log10(ZETA_MAX), CURVE_POINTS)
-    alpha = (delta + large_beta_denoising_mmse(zeta, rho)) / zeta
-    return _monotone_curve(zeta, alpha, f"beta = inf, rho = {rho}, delta = {delta}")
+def large_beta_alpha_of_zeta(zeta, rho, delta=0.0):
+    """alpha(zeta) = (delta + mmse_inf(zeta)) / zeta of the beta = inf equation, vectorised."""
+    return (delta + large_beta_denoising_mmse(zeta, rho)) / zeta
+
+
+#: the beta = inf curve, on the same grid and checked like `CURVE` (per (rho, delta))
+LARGE_BETA_CURVE = ParametricCurve(large_beta_alpha_of_zeta, ZETA_MIN, ZETA_MAX, CURVE_POINTS, name="zeta",
+                                   params=("rho", "delta"), context="beta = inf", rtol=CURVE_RTOL,
+                                   bisection_steps=BISECTION_STEPS)
 
 
 def large_beta_mmse(alpha, rho, delta=0.0):
     """Bayes-optimal MMSE at beta = inf for an array of alpha: alpha zeta = delta + mmse_inf(zeta)."""
     rho, delta = check_rho(rho), check_delta(delta)
-    zeta_grid, curve = large_beta_curve(rho, delta)
-    mmse, _ = _solve_on_curve(alpha, zeta_grid, curve,
-                              lambda z: (delta + large_beta_denoising_mmse(z, rho)) / z, min(rho, 1.0), delta)
+    mmse, _ = _solve_on_curve(LARGE_BETA_CURVE, alpha, (rho, delta), min(rho, 1.0), delta)
     return mmse
 
 
@@ -274,12 +236,12 @@ def low_rank_mse(alpha_bar, beta, delta=0.0):
         target = a[solve]
         lo = np.full(target.shape, math.log(h_c))
         hi = np.log(np.maximum(target / delta, h_c) * 2.0) if delta > 0 else np.full(target.shape, math.log(1e12))
-        for _ in range(64):
-            mid = 0.5 * (lo + hi)
-            h = np.exp(mid)
-            low = h * (delta + _low_rank_error(h, beta)) < target
-            lo, hi = np.where(low, mid, lo), np.where(low, hi, mid)
-        out[solve] = _low_rank_error(np.exp(0.5 * (lo + hi)), beta)
+
+        def below(log_h):  # F(h) < alpha_bar: the root lies at larger h
+            h = np.exp(log_h)
+            return h * (delta + _low_rank_error(h, beta)) < target
+
+        out[solve] = _low_rank_error(np.exp(bisect_arrays(below, lo, hi, 64)), beta)
     return out
 
 

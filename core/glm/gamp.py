@@ -1,5 +1,6 @@
-"""GAMP on finite GLM instances: the prior and channel steps of the shared loop (core/gamp.py), with
-the same channel kernel ``g_out_scalar`` and prior ``denoise`` as SE.
+"""GAMP on finite GLM instances: the prior and channel steps (`GLMSteps`) of the shared loop
+(core/gamp.py, run with `gamp.iterate`), with the same channel kernel ``g_out_scalar`` and prior
+``denoise`` as SE.
 
 Conventions: F_{mu i} ~ N(0, 1/d), n = round(alpha d), z = F x, y ~ P(y | z); overlap
 m = x_hat . x / d, self-overlap q = |x_hat|^2 / d, mse = |x_hat - x|^2 / d.
@@ -16,8 +17,6 @@ gamp method).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from seqphase.core import gamp
@@ -29,23 +28,11 @@ def sample_instance(prior, channel, alpha, d, rng):
                                 labels=lambda F, x, r: channel.sample(F @ x, r))
 
 
-@dataclass
-class GAMPTrace:
-    """Per-iteration metrics (index 0 = initialisation, length n_iter + 1)."""
-
-    overlap: np.ndarray
-    self_overlap: np.ndarray
-    mse: np.ndarray
-    gen_error: np.ndarray
-    n_iter: int
-    converged: bool
-    x_hat: np.ndarray = None
-
-
 class GLMSteps(gamp.GampSteps):
-    """Separable prior, scalar channel: vectors of per-sample V and per-coordinate c."""
+    """Separable prior, scalar channel: vectors of per-sample V and per-coordinate c. `rng` draws the
+    start's random part (even channels); records: overlap, self_overlap, mse, gen_error (plug-in)."""
 
-    def __init__(self, prior, channel, F, y, x_true, rng):
+    def __init__(self, prior, channel, F, y, x_true, rng=None):
         self.prior, self.channel, self.F, self.y, self.x_true, self.rng = prior, channel, F, y, x_true, rng
         self.F2 = F * F
 
@@ -85,12 +72,5 @@ class GLMSteps(gamp.GampSteps):
         d = x_hat.shape[0]
         m = float(x_hat @ self.x_true) / d
         q = float(x_hat @ x_hat) / d
-        return m, q, float(np.mean((x_hat - self.x_true) ** 2)), self.channel.plugin_error(self.prior.rho, m, q)
-
-
-def run_gamp(prior, channel, F, y, x_true, *, damping=0.0, max_iter=100, tol=1e-8, rng=None):
-    """GAMP on one instance (see the module docstring); returns its per-iteration trace."""
-    run = gamp.iterate(GLMSteps(prior, channel, F, y, x_true, rng), max_iter=max_iter, damping=damping, tol=tol)
-    ms, qs, es, gens = (np.asarray(v) for v in zip(*run.records))
-    return GAMPTrace(overlap=ms, self_overlap=qs, mse=es, gen_error=gens, n_iter=run.n_iter,
-                     converged=run.converged, x_hat=run.w)
+        return {"overlap": m, "self_overlap": q, "mse": float(np.mean((x_hat - self.x_true) ** 2)),
+                "gen_error": self.channel.plugin_error(self.prior.rho, m, q)}

@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from seqphase.core import onset, plugins
+from seqphase.core import gamp, onset, plugins
 from seqphase.core.errors import ParameterError
 from seqphase.core.glm import figures
 from seqphase.core.glm import gamp as gamp_mod
@@ -193,8 +193,8 @@ def gamp_instance(params, settings, alpha, d, stream):
     prior, channel = build(params, settings)
     rng = np.random.default_rng(stream)
     F, x, y = gamp_mod.sample_instance(prior, channel, alpha, d, rng)
-    return gamp_mod.run_gamp(prior, channel, F, y, x, damping=settings["damping"], max_iter=settings["max_iter"],
-                             tol=settings["tol"], rng=rng)
+    return gamp.iterate(gamp_mod.GLMSteps(prior, channel, F, y, x, rng), damping=settings["damping"],
+                        max_iter=settings["max_iter"], tol=settings["tol"])
 
 
 class GAMP(SeededMethod):

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from seqphase.core import onset, plugins
+from seqphase.core import gamp, onset, plugins
 from seqphase.core.errors import ParameterError
 from seqphase.core.models import DERIVED_SETTING, REQUIRED, Layout, Method, Model, Param, SeededMethod, Variable
 from seqphase.core.multiindex import figures
@@ -189,8 +189,8 @@ def gamp_instance(params, settings, alpha, d, stream):
     ch = channel_of(params, settings)
     rng = np.random.default_rng(stream)
     X, W, y = mgamp.sample_instance(ch, alpha, d, rng)
-    return mgamp.run_gamp(ch, X, y, W, max_iter=settings["max_iter"], damping=settings["damping"],
-                          tol=settings["tol"], side_info=settings["side_info"], rng=rng, variance=settings["variance"])
+    steps = mgamp.MISteps(ch, X, y, W, side_info=settings["side_info"], rng=rng, variance=settings["variance"])
+    return gamp.iterate(steps, max_iter=settings["max_iter"], damping=settings["damping"], tol=settings["tol"])
 
 
 class GAMP(SeededMethod):

@@ -1,7 +1,8 @@
 """GAMP-RIE for the extensive-width quadratic network (spec rie_bsr_quadratic.md §B3, "same algorithm in S'
 units", and §8 "GAMP-RIE at finite d"): the prior and channel steps (`QuadraticSteps`) of the one GAMP loop of
-`core/gamp.py`, which owns the iteration, the estimate damping with its consistent Onsager term, the trace and
-the stops.
+`core/gamp.py` (run with `gamp.iterate`), which owns the iteration, the estimate damping with its consistent
+Onsager term, the trace and the stops; the prior side (fields, RIE denoiser, stops) is the shared
+`gamp.RIESteps`.
 
 Instance (`sample_instance`): inputs x (n x d, i.i.d. N(0, 1), n = round(alpha d^2)), teacher W* (m x d,
 m = round(kappa d), i.i.d. N(0, 1)), labels from the network itself, y = Tr[(x x^T - I) S*]/d + sqrt(delta) z
@@ -24,26 +25,30 @@ error 1 in paper units up to O(1/sqrt d)), g = 0. One iteration, hook by hook:
                R = S_hat + 2 / (qhat d^{3/2}) [x^T diag(g) x - (sum g) I]
     denoise    S_new = SymmetricRIE(kappa, scale=1).denoise(R, t), c = mmse_RIE(t), t = 1/qhat (the family's
                cached table `se.prior_mmse`: the closed-form Onsager term, no empirical divergence)
+               (qhat = 0, no information: the start, S_hat = I, c = 1/kappa)
     change     kappa ||S_hat_t - S_hat_{t-1}||_F^2 / d (paper units: the notebook's ||dS_hat||^2 / d)
+    record     mse kappa ||S_hat - S'||_F^2 / d (paper units), the predicted error mse_predicted = kappa c and
+               qhat (index 0 = the start: kappa c = 1, qhat = 0)
 
 Damping (`DAMPING_FORMS`). The spec (§B3 steps 1-4, the authors' notebook) damps the channel side, V and
 omega = project - V g_old, and leaves S_hat undamped; the shared loop damps the estimate and its variance,
 S_hat <- (1 - b) S_new + b S_hat, c <- (1 - b) c_new + b c, with the damping-consistent Onsager term. Both have
 the fixed points of the undamped algorithm. "estimate" is the loop's form; "channel" is the spec's,
-realised in the `g_out` hook on an undamped loop: the hook receives the undamped V_new = 2 c and
-omega_new = project - V_new g_old, mixes them with the previous (damped) pair and keeps the mixture for the
-next iteration. Measured (docs/validation/quadratic.md "GAMP-RIE"): undamped, the predicted error collapses to ~0 while
-the true error stays high (d = 80, alpha = 0.3: 8 of 8 seeds); damped 0.5, both forms reach the SE to the
-same finite-d bias (d = 100, alpha = 0.2: 0.406 +- 0.005 and 0.407 +- 0.004 against 0.392).
+realised in the `g_out` hook on an undamped loop (`loop_damping` keeps the run's damping for the hook): the
+hook receives the undamped V_new = 2 c and omega_new = project - V_new g_old, mixes them with the previous
+(damped) pair and keeps the mixture for the next iteration. Measured (docs/validation/quadratic.md
+"GAMP-RIE"): undamped, the predicted error collapses to ~0 while the true error stays high (d = 80,
+alpha = 0.3: 8 of 8 seeds); damped 0.5, both forms reach the SE to the same finite-d bias (d = 100,
+alpha = 0.2: 0.406 +- 0.005 and 0.407 +- 0.004 against 0.392).
 
 Cavity. The exact cavity variance of the pre-activation under an isotropic error depends on the sample through
 ||x_mu||^2 (`cavity_shape`), +-2 sqrt(2/d) around the spec's 2 c. With the scalar cavity the predicted error
 of some seeds collapsed at d = 60 even when damped; with the per-sample one it did not; at d = 100 the two agree
 (alpha = 0.2: 0.4056 and 0.4055).
 
-Stops (core/gamp.py): converged when the change falls below tol or when c collapses below C_MIN (perfect
-recovery: nothing left for the channel to resolve, and g would divide by ~0); a non-finite g or estimate
-stops the run as diverged.
+Stops (core/gamp.py, `RIESteps`): converged when the change falls below tol or when c collapses below
+C_MIN = 1e-12 (perfect recovery: nothing left for the channel to resolve, and g would divide by ~0); a
+non-finite g or estimate stops the run as diverged.
 
 Cost per iteration: two O(n d^2) products (project, back-projection) plus one d x d eigh and O(d) cubic
 roots; memory O(n d) (x itself). benchmarks/quadratic_gamp.py measures it.
@@ -59,8 +64,6 @@ from seqphase.core.quadratic import se
 from seqphase.core.quadratic.channels import CAVITY_FACTOR, QuadraticChannel
 from seqphase.core.rie import SymmetricRIE
 
-#: predicted error (S' units) below which the run stops as converged (perfect recovery)
-C_MIN = 1e-12
 #: cavity variance of the pre-activation: "scalar" = 2 c (the spec's), "gram" = c M_mu per sample (`cavity_shape`)
 CAVITIES = ("scalar", "gram")
 #: where the damping acts: "estimate" (S_hat and c, the shared loop) or "channel" (V and omega, the spec's)
@@ -107,37 +110,44 @@ def cavity_shape(x):
     return (2.0 / d) * (K * K / d - 2.0 * K / d + 1.0)
 
 
-class QuadraticSteps(gamp.GampSteps):
-    """GAMP-RIE steps on one instance (module docstring). `y` in label units, `S_true` = S' (for the
-    trace only), `kappa` the instance's m / d. Keeps per-iteration traces of qhat and of the undamped
-    predicted error c on `self`."""
+class QuadraticSteps(gamp.RIESteps):
+    """GAMP-RIE steps on one instance (module docstring): x, y in label units, W the teacher weights (the
+    trace's errors are against S' = W^T W / m, and kappa is the instance's m / d); `damp` says where the
+    run's damping acts ("estimate": the shared loop's form, "channel": the spec's omega and V)."""
 
-    divergence = "stop"
+    precision_scale = 2.0 * CAVITY_FACTOR  # qhat = 4 sum g^2 / d^2
 
-    def __init__(self, x, y, S_true, kappa, delta, *, cavity="gram", channel_damping=0.0):
+    def __init__(self, x, y, W, delta, *, cavity="gram", damp="estimate"):
         if cavity not in CAVITIES:
             raise ValueError(f"cavity must be one of {CAVITIES}, got {cavity!r}")
-        self.x, self.S_true = np.asarray(x, float), S_true
+        if damp not in DAMPING_FORMS:
+            raise ValueError(f"damp must be one of {DAMPING_FORMS}, got {damp!r}")
+        m, d = W.shape
+        self.x, self.S_true = np.asarray(x, float), teacher_matrix(W)
         self.shape = CAVITY_FACTOR if cavity == "scalar" else cavity_shape(self.x)
         self.n, self.d = self.x.shape
-        self.kappa = float(kappa)  # the instance's m / d
+        self.kappa = float(m / d)  # the instance's m / d
         self.channel = QuadraticChannel(delta, self.kappa)
         self.y = self.channel.to_theory_units(y)
         self.rie = SymmetricRIE(self.kappa, scale=1.0)
         self.mmse = se.prior_mmse(self.kappa)
-        self.channel_damping = float(channel_damping)
+        self.precision_norm = self.d**2
+        self.error_unit, self.error_norm = self.kappa, self.d
+        self.damp, self.channel_damping = damp, 0.0
         self._channel_state = None  # the damped (omega, V) of the previous iteration ("channel" damping)
-        self.qhat_trace = [0.0]
-        self.c_trace = [1.0 / self.kappa]
+        self.precision, self.c = 0.0, 1.0 / self.kappa
+
+    def loop_damping(self, damping):
+        if self.damp == "channel":  # the hook `g_out` damps omega and V; the loop runs undamped
+            self.channel_damping = float(damping)
+            return 0.0
+        return damping
 
     def initial(self):
         return np.eye(self.d), 1.0 / self.kappa, np.zeros(self.n)
 
     def cavity(self, c):
         return self.shape * c
-
-    def collapsed(self, V, c):
-        return c < C_MIN
 
     def reaction(self, c, g, V=None, weight=1.0):
         return (weight * c) * (self.shape * g)
@@ -154,52 +164,11 @@ class QuadraticSteps(gamp.GampSteps):
             self._channel_state = (omega, V)
         return self.channel.g_out_scalar(self.y, omega, V)
 
-    def fields(self, g, dg, S_hat):
-        d = self.d
-        qhat = 2.0 * CAVITY_FACTOR * float(np.sum(g * g)) / d**2
-        self.qhat_trace.append(qhat)
-        if not qhat > 0:  # no information from the channel (every g = 0): the field is the estimate
-            return 0.0, S_hat
-        return qhat, S_hat + (2.0 / (qhat * d**1.5)) * back_projection(self.x, g)
+    def back_projection(self, g):
+        return back_projection(self.x, g)
 
-    def denoise(self, R, qhat):
-        if not qhat > 0:
-            S_new, c = np.eye(self.d), 1.0 / self.kappa
-        else:
-            t = 1.0 / qhat
-            S_new = self.rie.denoise(R, t)
-            c = float(self.mmse(np.array(t)))
-        self.c_trace.append(c)
-        return S_new, c
-
-    def change(self, S_new, S_hat):
-        return self.kappa * float(np.sum((S_new - S_hat) ** 2)) / self.d
+    def uninformed(self, R):
+        return np.eye(self.d), 1.0 / self.kappa
 
     def record(self, S_hat):
-        return self.kappa * float(np.sum((S_hat - self.S_true) ** 2)) / self.d
-
-
-class GampTrace:
-    """Per-iteration error in paper units, kappa ||S_hat - S'||_F^2 / d = ||sqrt(m) S_hat - S*||_F^2 / d^2
-    (index 0 = the start), the algorithm's predicted error kappa c and qhat per iteration, the iterations, the
-    flags and the final estimate (S' units)."""
-
-    def __init__(self, run, steps):
-        self.mse = np.array(run.records)
-        k = len(self.mse)
-        self.mse_predicted = steps.kappa * np.array(steps.c_trace[:k])
-        self.qhat = np.array(steps.qhat_trace[:k])
-        self.n_iter, self.converged, self.diverged = run.n_iter, run.converged, run.diverged
-        self.S_hat = run.w
-
-
-def run_gamp(x, y, W, delta, *, max_iter=100, damping=0.5, damp="estimate", tol=1e-5, cavity="gram"):
-    """GAMP-RIE on one instance (x, y in label units, teacher weights W); `damping` in [0, 1) acts where
-    `damp` says ("estimate": the shared loop's form, "channel": the spec's omega and V)."""
-    if damp not in DAMPING_FORMS:
-        raise ValueError(f"damp must be one of {DAMPING_FORMS}, got {damp!r}")
-    channel_damping = damping if damp == "channel" else 0.0
-    m, d = W.shape
-    steps = QuadraticSteps(x, y, teacher_matrix(W), m / d, delta, cavity=cavity, channel_damping=channel_damping)
-    loop_damping = damping if damp == "estimate" else 0.0
-    return GampTrace(gamp.iterate(steps, max_iter=max_iter, damping=loop_damping, tol=tol), steps)
+        return {"mse": self.error(S_hat, self.S_true), "mse_predicted": self.kappa * self.c, "qhat": self.precision}

@@ -23,6 +23,7 @@ import math
 
 import numpy as np
 
+from seqphase.core import gamp
 from seqphase.core.errors import ParameterError
 from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, SeededMethod, Variable, Work
 from seqphase.core.numerics import forward_fill
@@ -129,8 +130,8 @@ class GAMP(SeededMethod):
         alpha, kappa, delta = params["alpha"], params["kappa"], params["delta"]
         n_trace = settings["max_iter"] + 1
         x, W, y = gamp_mod.sample_instance(alpha, kappa, delta, settings["d"], np.random.default_rng(stream))
-        trace = gamp_mod.run_gamp(x, y, W, delta, max_iter=settings["max_iter"], damping=settings["damping"],
-                                  damp=settings["damp"], tol=settings["tol"], cavity=settings["cavity"])
+        steps = gamp_mod.QuadraticSteps(x, y, W, delta, cavity=settings["cavity"], damp=settings["damp"])
+        trace = gamp.iterate(steps, max_iter=settings["max_iter"], damping=settings["damping"], tol=settings["tol"])
         return {"mse": forward_fill(trace.mse, n_trace), "mse_predicted": forward_fill(trace.mse_predicted, n_trace),
                 "n_iter": trace.n_iter, "converged": int(trace.converged), "diverged": int(trace.diverged)}
 

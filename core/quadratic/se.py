@@ -15,11 +15,12 @@ the reference files' `gen_error`) is
 Route (`bo_state`): alpha is explicit along the curve, alpha(t) = (mmse_RIE(t) + delta_th/2) / (2 t), so the
 curve is tabulated on CURVE_POINTS log-spaced t in [T_MIN, T_MAX], checked to be decreasing (beyond rounding, CURVE_RTOL) (a
 non-monotone alpha(t) would mean several fixed points: `ParametricCurveError` rather than one of them), and a
-point is solved by brentq in log t inside the bracketing grid cell.
+point is solved by brentq in log t inside the bracketing grid cell (the shared curve solver, `CURVE`,
+core/parametric_curve.py).
 * Noiseless: alpha(t) -> (2 kappa - kappa^2)/2 = alpha_PR as t -> 0 (mmse_RIE ~ (2 kappa - kappa^2) t for
   kappa < 1, ~ t for kappa >= 1), so alpha >= alpha(T_MIN) is perfect recovery: MMSE = 0, qhat = inf.
 * Noisy: alpha(t) -> inf as t -> 0, every alpha has a root; below T_MIN mmse_RIE is its linear asymptote and
-  the root is t = delta_th / (4 alpha - 2 slope) in closed form.
+  the root is t = delta_th / (4 alpha - 2 slope) in closed form (mmse' = slope t).
 The plain SE iteration t <- (delta_th + 2 mmse_RIE(t)) / (4 alpha) (`iterate_se`) reaches the same point; it
 slows down critically near alpha_PR (spec pitfall 3) and is kept as a cross-check.
 
@@ -34,9 +35,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
-from scipy import optimize
 
 from seqphase.core.numerics import fixed_point
+from seqphase.core.parametric_curve import ParametricCurve
 from seqphase.core.quadratic.channels import QuadraticChannel, check_delta, check_kappa
 
 #: the curve and the root search in t = 1/qhat cover [T_MIN, T_MAX]
@@ -48,10 +49,6 @@ CURVE_POINTS = 2000  # 100 per decade
 #: small kappa the noiseless curve is flat to ~1e-13 relative for t < 1e-4 (alpha_PR - alpha(t) is tiny there),
 #: below the RIE quadrature's ~1e-11 relative accuracy
 CURVE_RTOL = 1e-10
-
-
-class ParametricCurveError(RuntimeError):
-    """alpha(t) is not strictly decreasing: several SE fixed points."""
 
 
 @dataclass(frozen=True)
@@ -101,20 +98,9 @@ def alpha_of_t(t, kappa, delta=0.0):
     return 1.0 / (t * channel.channel_step(1.0, prior_mmse(channel.kappa)(t)))
 
 
-@lru_cache(maxsize=64)
-def parametric_curve(kappa, delta=0.0):
-    """(t, alpha(t)) on CURVE_POINTS log-spaced t in [T_MIN, T_MAX], read-only; raises ParametricCurveError
-    if alpha(t) rises anywhere by more than CURVE_RTOL (relative), i.e. is not decreasing beyond rounding."""
-    t = np.logspace(math.log10(T_MIN), math.log10(T_MAX), CURVE_POINTS)
-    alpha = alpha_of_t(t, kappa, delta)
-    rise = np.diff(alpha) / alpha[:-1]
-    if np.any(rise > CURVE_RTOL):
-        bad = int(np.argmax(rise > CURVE_RTOL))
-        raise ParametricCurveError(f"alpha(t) not decreasing at t = {t[bad]:.3g} (kappa = {kappa}, delta = {delta})")
-    alpha = np.minimum.accumulate(alpha)  # rounding-level rises removed: a monotone bracket table
-    t.setflags(write=False)
-    alpha.setflags(write=False)
-    return t, alpha
+#: alpha(t) on CURVE_POINTS log-spaced t in [T_MIN, T_MAX], decreasing beyond CURVE_RTOL (per (kappa, delta))
+CURVE = ParametricCurve(alpha_of_t, T_MIN, T_MAX, CURVE_POINTS, name="t", params=("kappa", "delta"),
+                        rtol=CURVE_RTOL)
 
 
 def _state(t, kappa):
@@ -126,31 +112,20 @@ def bo_state(alpha, kappa, delta=0.0):
     """The Bayes-optimal SE point at (alpha, kappa, delta) (module docstring)."""
     alpha, kappa, delta = float(alpha), check_kappa(kappa), check_delta(delta)
     channel = QuadraticChannel(delta, kappa)
-    t_grid, curve = parametric_curve(kappa, delta)
-    if alpha >= curve[0]:
+    slope = small_noise_slope(kappa)
+
+    def small_noise(a):
         if delta == 0.0:  # beyond alpha(T_MIN) -> alpha_PR: perfect recovery
-            return QuadraticState(mse=0.0, mse_prime=0.0, t=0.0, qhat=math.inf)
-        # below T_MIN mmse_RIE(t) = slope t: 2 alpha t = slope t + delta_th / 2
-        t = channel.delta_th / (4.0 * alpha - 2.0 * small_noise_slope(kappa))
-        return QuadraticState(mse=kappa * small_noise_slope(kappa) * t, mse_prime=small_noise_slope(kappa) * t,
-                              t=t, qhat=1.0 / t)
-    if alpha <= curve[-1]:
-        raise ValueError(f"alpha = {alpha} is below the curve's range ({curve[-1]:.3g} at t = {T_MAX:g})")
-    mmse = prior_mmse(kappa)
-    log_alpha = math.log(alpha)
+            return np.zeros(a.shape), np.zeros(a.shape)
+        t = channel.delta_th / (4.0 * a - 2.0 * slope)  # below T_MIN mmse_RIE(t) = slope t
+        return slope * t, t
 
-    def f(log_t):
-        t = math.exp(log_t)
-        return math.log(1.0 / (t * channel.channel_step(1.0, mmse(np.array([t]))[0]))) - log_alpha
-
-    i = int(np.searchsorted(-curve, -alpha))  # curve[i-1] > alpha >= curve[i]
-    lo, hi = math.log(t_grid[max(i - 1, 0)]), math.log(t_grid[min(i, len(t_grid) - 1)])
-    try:
-        log_t = optimize.brentq(f, lo, hi, xtol=1e-14, rtol=4 * np.finfo(float).eps)
-    except ValueError:  # no sign change: a cell where alpha(t) is flat to rounding (CURVE_RTOL)
-        log_t = (lo + hi) / 2.0
-    t = math.exp(log_t)
-    return _state(t, kappa)
+    mse_prime, t = CURVE.solve(np.array([alpha]), (kappa, delta), error_of=lambda t, a: prior_mmse(kappa)(t),
+                               small_noise=small_noise)
+    mse_prime, t = float(mse_prime[0]), float(t[0])
+    # past alpha(T_MIN) the closed form's paper-unit error is (kappa slope) t, the association it was stored with
+    mse = kappa * slope * t if alpha >= CURVE.table(kappa, delta)[1][0] else kappa * mse_prime
+    return QuadraticState(mse=mse, mse_prime=mse_prime, t=t, qhat=1.0 / t if t > 0 else math.inf)
 
 
 def bo_mse(alpha, kappa, delta=0.0):

@@ -17,8 +17,10 @@ column, and sum_i X_mu,t,i^2 / d -> 1, so one p x p C_hat serves every column an
     W_hat  <- (1 - c) W_new + c W_hat,   C_hat <- (1 - c) C_new + c C_hat
 
 The loop itself is the one GAMP loop of seqphase (`core/gamp.py`, `iterate`); `AttentionSteps` fills in
-the steps above. `channel.g_out_tokens` is the function the SE uses (one V for every sample: the channel
-is called once per iteration on all n samples).
+the steps above, and a run is `gamp.iterate(AttentionSteps(...), max_iter=, damping=, tol=, stop=)`: it stops
+after max_iter iterations or when the rms change of W_hat per entry is below tol (or when `stop(records)`,
+e.g. the onset's stopping rule, says so). `channel.g_out_tokens` is the function the SE uses (one V for every
+sample: the channel is called once per iteration on all n samples).
 
 Damping convention: c = `damping` is the weight of the OLD iterate, as in the SE (`se.smi_se`) and the
 multi-index GAMP. The reference code writes W <- delta W_new + (1 - delta) W with delta = 0.8 (spec
@@ -67,8 +69,6 @@ definition of `se.gen_error_plugin`, with the student's index W_hat x).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from seqphase.core import gamp
@@ -102,19 +102,6 @@ def indices(W, X):
     return (X.reshape(n * T, d) @ W.T).reshape(n, T, -1).transpose(0, 2, 1) / np.sqrt(d)
 
 
-@dataclass
-class GampTrace:
-    overlap: np.ndarray  # (iterations + 1, p, p): M = W_hat W*^T / d, the initialisation first
-    self_overlap: np.ndarray  # (iterations + 1, p, p): Q = W_hat W_hat^T / d
-    gen_error: np.ndarray  # (iterations + 1,): plug-in test error on the n_gen test sequences
-    n_iter: int
-    converged: bool
-    diverged: bool
-    n_clipped: int  # iterations in which A had a negative eigenvalue (set to 0)
-    C_hat: np.ndarray  # the last C_hat (p, p)
-    stopped: bool = False  # ended by the caller's `stop` test (`run_gamp`)
-
-
 def _psd_part(A):
     """Symmetrised A with its negative eigenvalues set to 0, and whether any was."""
     w, U = np.linalg.eigh(0.5 * (A + A.T))
@@ -124,12 +111,26 @@ def _psd_part(A):
 
 class AttentionSteps(gamp.GampSteps):
     """The steps of the module docstring on one instance (X, u, W*). The constructor draws, in this
-    order, the test set, the initial direction and the side information from `rng`."""
+    order, the test set, the initial direction and the side information from `rng` (default_rng(0) if
+    None). Records per iteration: overlap M, self_overlap Q and the plug-in test error gen_error; the
+    trace's total n_clipped counts the iterations whose A had a negative eigenvalue (set to 0).
+
+    `W0` replaces the drawn start (e.g. an informed one). `variance = "nishimori"` (A = (1/d) sum g g^T)
+    and `reaction` other than "consistent" are kept for the comparisons of docs/validation/smi.md only:
+    from the N(0, 1) start the Nishimori form makes C_hat collapse in a few iterations (omega's variance
+    ~2 against V = I) and the overlaps freeze."""
 
     divergence = "stop"
 
-    def __init__(self, channel, X, u, W_star, rng, *, side_info=0.0, init="random", n_gen=1000, eps=1e-3,
+    def __init__(self, channel, X, u, W_star, rng=None, *, side_info=0.0, init="random", n_gen=1000, eps=1e-3,
                  variance="analytic", reaction="consistent", W0=None):
+        if variance not in ("analytic", "nishimori"):
+            raise ValueError(f"variance must be 'analytic' or 'nishimori', got {variance!r}")
+        if reaction not in REACTIONS:
+            raise ValueError(f"reaction must be one of {REACTIONS}, got {reaction!r}")
+        if init not in INIT_SCALES:
+            raise ValueError(f"init must be one of {tuple(INIT_SCALES)}, got {init!r}")
+        rng = rng if rng is not None else np.random.default_rng(0)
         self.attention, self.u, self.W_star = channel, u, W_star
         self.side_info, self.eps, self.variance, self.mode = side_info, eps, variance, reaction
         n, T, d = X.shape
@@ -146,9 +147,7 @@ class AttentionSteps(gamp.GampSteps):
         self.Xf = X.reshape(n * T, d)
         self.n_clipped = 0
         self.C_now = None  # the C_hat of the current iteration (the "reference" reaction uses it)
-        self.C_new = None  # the last undamped denoiser output
         self.ref_react = 0.0  # C_hat_t g_{t-1} of the "reference" mode, subtracted in `project`
-        self.channel_failed = False
 
     def initial(self):
         return self.w_init, self.eye.copy(), np.zeros((self.n, self.p, self.T))
@@ -175,9 +174,7 @@ class AttentionSteps(gamp.GampSteps):
         return omega - self.ref_react if self.mode == "reference" else omega
 
     def g_out(self, omega, V):
-        g, dg = self.attention.g_out_tokens(self.u, omega, V)
-        self.channel_failed = not (np.all(np.isfinite(g)) and np.all(np.isfinite(dg)))
-        return g, dg
+        return self.attention.g_out_tokens(self.u, omega, V)
 
     def fields(self, g, dg, w):
         if self.variance == "analytic":
@@ -193,41 +190,12 @@ class AttentionSteps(gamp.GampSteps):
     def denoise(self, B, A):
         C_new = np.linalg.inv(self.eye + A + self.side_info * self.eye)
         C_new = 0.5 * (C_new + C_new.T)
-        self.C_new = C_new
         return C_new @ B, C_new
 
     def record(self, w):
         d = self.d
-        return (w @ self.W_star.T / d, w @ w.T / d,
-                float(np.mean(plugin_sq_error(self.attention, self.y_gen, indices(w, self.X_gen)))))
+        return {"overlap": w @ self.W_star.T / d, "self_overlap": w @ w.T / d,
+                "gen_error": float(np.mean(plugin_sq_error(self.attention, self.y_gen, indices(w, self.X_gen))))}
 
-
-def run_gamp(channel, X, u, W_star, *, max_iter=50, damping=0.2, tol=1e-6, side_info=0.0, rng=None,
-             init="random", n_gen=1000, eps=1e-3, variance="analytic", reaction="consistent", W0=None, stop=None):
-    """Run GAMP on one instance; `rng` draws the test set, the initialisation and the side information.
-    `stop(records)` (records: (M, Q, test error) per iteration) ends the run early once it returns True
-    (`core/gamp.py`, `iterate`).
-
-    Stops after max_iter iterations or when the rms change of W_hat per entry is below tol. `W0` replaces
-    the drawn start (e.g. an informed one). `variance = "nishimori"` (A = (1/d) sum g g^T) and `reaction`
-    other than "consistent" are kept for the comparisons of docs/validation/smi.md only: from the N(0, 1) start the
-    Nishimori form makes C_hat collapse in a few iterations (omega's variance ~2 against V = I) and the
-    overlaps freeze."""
-    if variance not in ("analytic", "nishimori"):
-        raise ValueError(f"variance must be 'analytic' or 'nishimori', got {variance!r}")
-    if reaction not in REACTIONS:
-        raise ValueError(f"reaction must be one of {REACTIONS}, got {reaction!r}")
-    if init not in INIT_SCALES:
-        raise ValueError(f"init must be one of {tuple(INIT_SCALES)}, got {init!r}")
-    if not 0.0 <= damping < 1.0:
-        raise ValueError(f"damping (weight of the old iterate) must be in [0, 1), got {damping}")
-    rng = rng if rng is not None else np.random.default_rng(0)
-    steps = AttentionSteps(channel, X, u, W_star, rng, side_info=side_info, init=init, n_gen=n_gen, eps=eps,
-                           variance=variance, reaction=reaction, W0=W0)
-    run = gamp.iterate(steps, max_iter=max_iter, damping=damping, tol=tol, stop=stop)
-    C_hat = run.C
-    if run.diverged and not steps.channel_failed:
-        # a non-finite estimate: C_hat had already taken its damped step in that iteration
-        C_hat = (1 - damping) * steps.C_new + damping * run.C
-    M, Q, e = (np.array(x) for x in zip(*run.records))
-    return GampTrace(M, Q, e, run.n_iter, run.converged, run.diverged, steps.n_clipped, C_hat, run.stopped)
+    def totals(self):
+        return {"n_clipped": self.n_clipped}

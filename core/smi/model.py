@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from seqphase.core import onset
+from seqphase.core import gamp, onset
 from seqphase.core.errors import ParameterError
 from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, SeededMethod, Variable, children
 from seqphase.core.numerics import pad_matrix
@@ -203,9 +203,8 @@ def gamp_instance(params, settings, alpha, d, stream, n_gen, resolution=None, st
     ch = _channel(params, resolution)
     rng = np.random.default_rng(stream)
     X, W, _, u = sgamp.sample_instance(ch, alpha, d, rng, noise=s["noise"])
-    tr = sgamp.run_gamp(ch, X, u, W, max_iter=s["max_iter"], damping=s["damping"], tol=s["tol"],
-                        side_info=s["side_info"], rng=rng, init=s["init"], n_gen=n_gen, eps=s["eps"], stop=stop)
-    return tr, W
+    steps = sgamp.AttentionSteps(ch, X, u, W, rng, side_info=s["side_info"], init=s["init"], n_gen=n_gen, eps=s["eps"])
+    return gamp.iterate(steps, max_iter=s["max_iter"], damping=s["damping"], tol=s["tol"], stop=stop), W
 
 
 class GAMP(SeededMethod):

@@ -19,6 +19,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
+from seqphase.core import gamp as loop
 from seqphase.core.aim import gamp
 from seqphase.core.aim.channels import make_channel, pairs, unfold
 from seqphase.core.aim.model import _GAMP_SETTINGS, GAMP, se_error
@@ -105,6 +106,7 @@ ALLOWANCE = {"softmax": 0.03, "hardmax": 0.01, "linear": 0.06}
 
 _GAMP_PROBE = textwrap.dedent("""
     import json, math, sys, numpy as np
+    from seqphase.core import gamp as loop
     from seqphase.core.aim import gamp
     from seqphase.core.aim.channels import make_channel
     from seqphase.core.aim.model import se_error
@@ -114,7 +116,7 @@ _GAMP_PROBE = textwrap.dedent("""
         finals, starts = [], []
         for s in range(seeds):
             X, S, y = gamp.sample_instance(channel, alpha, 0.5, d, np.random.default_rng([7, d, s]))
-            trace = gamp.run_gamp(channel, X, y, S, 0.5, max_iter=max_iter)
+            trace = loop.iterate(gamp.AIMSteps(channel, X, y, S, 0.5), max_iter=max_iter, damping=0.5, tol=1e-5)
             assert not trace.diverged
             finals.append(trace.mse[-1])
             starts.append(trace.mse[0])
@@ -155,7 +157,7 @@ def _traced_peak(d, n):
     gamp.mmse_table(0.5)
     tracemalloc.start()
     try:
-        gamp.run_gamp(channel, X, y, S, 0.5, max_iter=2, cavity="gram")
+        loop.iterate(gamp.AIMSteps(channel, X, y, S, 0.5, cavity="gram"), max_iter=2, damping=0.5, tol=1e-5)
         return tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()

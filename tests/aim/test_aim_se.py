@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from seqphase.core.aim import se
+from seqphase.core.parametric_curve import ParametricCurveError
 from seqphase.sweeps.families import reference
 
 PUBLISHED = reference("aim")  # the family's published data: file name -> columns
@@ -169,9 +170,9 @@ def test_monotone_curve_check_raises(monkeypatch):
         return lambda d: np.minimum(np.asarray(d, float), 1.0) * (1 + 0.2 * np.exp(-np.log(np.asarray(d) / 0.1) ** 2))
 
     monkeypatch.setattr(se, "prior_mmse", bumpy)
-    se.parametric_curve.cache_clear()
+    se.CURVE.table.cache_clear()
     try:
-        with pytest.raises(se.ParametricCurveError):
-            se.parametric_curve(0.123, 4)
+        with pytest.raises(ParametricCurveError):
+            se.CURVE.table(0.123, 4)
     finally:
-        se.parametric_curve.cache_clear()
+        se.CURVE.table.cache_clear()

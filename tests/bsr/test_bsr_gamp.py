@@ -13,6 +13,7 @@ import math
 import numpy as np
 import pytest
 
+from seqphase.core import gamp as loop
 from seqphase.core.bsr import gamp, se
 from seqphase.core.bsr.channels import BSRChannel
 from seqphase.core.bsr.model import _GAMP_SETTINGS, GAMP
@@ -54,7 +55,7 @@ def test_instance_is_independent_of_precision_and_blocks(monkeypatch):
     r = round(rho d)."""
     channel = BSRChannel(0.0)
     X64, S, y = gamp.sample_instance(channel, 0.3, 0.25, 2.0, 8, np.random.SeedSequence(3), "float64")
-    monkeypatch.setattr(gamp, "CHUNK_ELEMENTS", 8 * 128)  # blocks of 8 rows of dL = 128
+    monkeypatch.setattr(loop, "CHUNK_ELEMENTS", 8 * 128)  # blocks of 8 rows of dL = 128
     X32, S2, y2 = gamp.sample_instance(channel, 0.3, 0.25, 2.0, 8, np.random.SeedSequence(3), "float32")
     assert X64.shape == (38, 128) and X32.dtype == np.float32 and S.shape == (8, 16)
     assert np.linalg.matrix_rank(S) == 2

@@ -12,6 +12,7 @@ from seqphase.core.bsr import baselines, se
 from seqphase.core.bsr.channels import BSRChannel, reduce_aspect
 from seqphase.core.bsr.figures import published_rows
 from seqphase.core.errors import ParameterError
+from seqphase.core.parametric_curve import ParametricCurveError, decreasing
 from seqphase.core.rectangular_rie import RectangularRIE
 from seqphase.sweeps.families import reference
 
@@ -193,7 +194,7 @@ def test_small_noise_slope_is_alpha_pr():
     """Spec §A5 check 1: mmse_den(zeta)/zeta -> alpha_PR as zeta -> 0, i.e. the noiseless curve alpha(zeta) starts
     at alpha_PR. The approach is like sqrt(zeta) at the hard edge rho = beta = 1, like zeta otherwise."""
     for rho, beta in [(0.2, 1.0), (0.5, 1.0), (0.2, 2.0), (1.0, 1.0)]:
-        _, curve = se.parametric_curve(rho, beta)
+        _, curve = se.CURVE.table(rho, beta, 0.0)
         assert abs(curve[0] - se.alpha_pr(rho, beta)) < 1e-6
 
 
@@ -201,9 +202,10 @@ def test_curve_monotonicity_check_raises():
     """A rise of alpha(zeta) beyond rounding (several fixed points) is an error, not one of the roots."""
     zeta = np.geomspace(1e-3, 1e3, 7)
     alpha = np.array([1.0, 0.8, 0.6, 0.61, 0.4, 0.2, 0.1])
-    with pytest.raises(se.ParametricCurveError, match="several fixed points"):
-        se._monotone_curve(zeta, alpha, "test")
-    zeta2, curve = se._monotone_curve(zeta.copy(), np.array([1.0, 0.8, 0.6, 0.6 * (1 + 1e-12), 0.4, 0.2, 0.1]), "t")
+    with pytest.raises(ParametricCurveError, match="several fixed points"):
+        decreasing(zeta, alpha, rtol=se.CURVE_RTOL, name="zeta", where="test")
+    zeta2, curve = decreasing(zeta.copy(), np.array([1.0, 0.8, 0.6, 0.6 * (1 + 1e-12), 0.4, 0.2, 0.1]),
+                              rtol=se.CURVE_RTOL, name="zeta", where="t")
     assert np.all(np.diff(curve) <= 0)
 
 

@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 
 from seqphase.core.glm.channels import AbsChannel, LinearChannel, SignChannel
-from seqphase.core.glm.gamp import run_gamp, sample_instance
+from seqphase.core.gamp import iterate
+from seqphase.core.glm.gamp import GLMSteps, sample_instance
 from seqphase.core.glm.priors import GaussianPrior
 from seqphase.core.glm.se import glm_se
 
@@ -19,7 +20,7 @@ def test_gamp_perceptron_matches_se(alpha):
     for seed in range(16):
         rng = np.random.default_rng(seed)
         F, x, y = sample_instance(prior, ch, alpha, 1000, rng)
-        tr = run_gamp(prior, ch, F, y, x, max_iter=40, tol=1e-9, rng=rng)
+        tr = iterate(GLMSteps(prior, ch, F, y, x, rng), max_iter=40, tol=1e-9)
         assert len(tr.overlap) == tr.n_iter + 1
         ms.append(tr.overlap[-1])
         assert tr.gen_error[-1] == pytest.approx(ch.plugin_error(1.0, tr.overlap[-1],
@@ -35,7 +36,7 @@ def test_gamp_linear_closed_form():
     for seed in range(8):
         rng = np.random.default_rng(100 + seed)
         F, x, y = sample_instance(prior, ch, 2.0, 1000, rng)
-        tr = run_gamp(prior, ch, F, y, x, max_iter=60, tol=1e-10)
+        tr = iterate(GLMSteps(prior, ch, F, y, x), max_iter=60, tol=1e-10)
         assert tr.converged
         mses.append(tr.mse[-1])
     mses = np.asarray(mses)
@@ -53,6 +54,6 @@ def test_damped_gamp_phase_retrieval_recovers():
     for seed in range(8):
         rng = np.random.default_rng(300 + seed)
         F, x, y = sample_instance(prior, ch, 1.5, 400, rng)
-        tr = run_gamp(prior, ch, F, y, x, damping=0.3, max_iter=100, tol=1e-10, rng=rng)
+        tr = iterate(GLMSteps(prior, ch, F, y, x, rng), damping=0.3, max_iter=100, tol=1e-10)
         cos.append(abs(tr.overlap[-1]) / np.sqrt(tr.self_overlap[-1] * (x @ x) / 400))
     assert min(cos) > 0.99, cos

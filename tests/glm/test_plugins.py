@@ -435,6 +435,7 @@ def test_continuous_user_channel_gamp_follows_the_linear_channel():
     on the derived channel follows the closed forms' GAMP; g_out of each sample by the per-sample adaptive
     rule (1e-11 relative) keeps the traces within 1e-8. The agreement is per sample and deterministic, so a
     small instance (d = 100) checks it as well as a large one."""
+    from seqphase.core import gamp as loop
     from seqphase.core.glm import gamp
 
     prior, user = build(point("userplugins:GaussianNoise", delta=0.5))
@@ -442,8 +443,8 @@ def test_continuous_user_channel_gamp_follows_the_linear_channel():
     F, x, y = gamp.sample_instance(prior, shipped, 2.0, 100, np.random.default_rng(3))
     _, _, y_user = gamp.sample_instance(prior, user, 2.0, 100, np.random.default_rng(3))
     assert np.array_equal(y, y_user)
-    a = gamp.run_gamp(prior, user, F, y, x, max_iter=15, tol=0.0, rng=np.random.default_rng(4))
-    b = gamp.run_gamp(prior, shipped, F, y, x, max_iter=15, tol=0.0, rng=np.random.default_rng(4))
+    a = loop.iterate(gamp.GLMSteps(prior, user, F, y, x, np.random.default_rng(4)), max_iter=15, tol=0.0)
+    b = loop.iterate(gamp.GLMSteps(prior, shipped, F, y, x, np.random.default_rng(4)), max_iter=15, tol=0.0)
     assert np.max(np.abs(a.overlap - b.overlap)) < 1e-8 and np.max(np.abs(a.mse - b.mse)) < 1e-8
 
 

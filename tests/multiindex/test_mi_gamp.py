@@ -5,6 +5,7 @@ alpha = 3 without the Nishimori-variance runaway."""
 
 import numpy as np
 
+from seqphase.core import gamp
 from seqphase.core.multiindex import gamp as mgamp
 from seqphase.core.multiindex import posterior as post
 from seqphase.core.multiindex import se as mse
@@ -56,7 +57,7 @@ def _gamp_mean_sv(channel, alpha, damping=0.0, n_seeds=SEEDS_TEST):
     for s in range(n_seeds):
         rng = np.random.default_rng(7000 + s)
         X, W, y = mgamp.sample_instance(ch, alpha, D_TEST, rng)
-        tr = mgamp.run_gamp(ch, X, y, W, max_iter=ITER_TEST, damping=damping, tol=1e-6, rng=rng)
+        tr = gamp.iterate(mgamp.MISteps(ch, X, y, W, rng=rng), max_iter=ITER_TEST, damping=damping, tol=1e-6)
         sv.append(np.linalg.svd(tr.overlap[-1], compute_uv=False).mean())
     sv = np.array(sv)
     return sv.mean(), sv.std(ddof=1) / np.sqrt(sv.size)
@@ -101,5 +102,5 @@ def test_gamp_perfect_recovery_z1z2_no_runaway():
     for seed in (7004, 7005, 7006, 7007):
         rng = np.random.default_rng(seed)
         X, W, y = mgamp.sample_instance(ch, 3.0, 400, rng)
-        tr = mgamp.run_gamp(ch, X, y, W, max_iter=100, tol=1e-6, rng=rng)
+        tr = gamp.iterate(mgamp.MISteps(ch, X, y, W, rng=rng), max_iter=100, tol=1e-6)
         assert _principal_cosines(tr, W).min() > 0.999, seed

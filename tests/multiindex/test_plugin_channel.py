@@ -19,7 +19,7 @@ import pytest
 from scipy import special, stats
 
 import userplugins
-from seqphase.core import plugins
+from seqphase.core import gamp, plugins
 from seqphase.core.errors import ParameterError
 from seqphase.core.multiindex import gamp as mgamp
 from seqphase.core.multiindex import se as mse
@@ -245,7 +245,7 @@ def test_gamp_on_the_user_sign_product_lands_on_its_se():
     for seed in range(8):
         rng = np.random.default_rng(7000 + seed)
         X, W, y = mgamp.sample_instance(derived, 4.0, d, rng)
-        trace = mgamp.run_gamp(derived, X, y, W, max_iter=60, tol=1e-6, rng=rng)
+        trace = gamp.iterate(mgamp.MISteps(derived, X, y, W, rng=rng), max_iter=60, tol=1e-6)
         values.append(np.linalg.svd(trace.overlap[-1], compute_uv=False).mean())
     mean, standard_error = np.mean(values), np.std(values, ddof=1) / math.sqrt(len(values))
     assert q - 1.8 / math.sqrt(d) - 3 * standard_error < mean < q + 3 * standard_error
@@ -262,8 +262,8 @@ def test_gamp_on_the_user_sign_product_follows_the_shipped_channel(d, n_seeds, a
         for channel in (derived, shipped):
             rng = np.random.default_rng(100 + seed)
             X, W, y = mgamp.sample_instance(channel, alpha, d, rng)
-            trace = mgamp.run_gamp(channel, X, y, W, max_iter=12, damping=0.0, tol=1e-6, side_info=0.0, rng=rng,
-                                   variance="auto")
+            trace = gamp.iterate(mgamp.MISteps(channel, X, y, W, side_info=0.0, rng=rng, variance="auto"),
+                                 max_iter=12, damping=0.0, tol=1e-6)
             finals.append(trace.overlap[-1])
         assert np.abs(finals[0] - finals[1]).max() < 0.05
 

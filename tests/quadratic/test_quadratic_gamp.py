@@ -78,6 +78,7 @@ ALLOWANCE = {"noiseless": 0.02, "noisy": 0.04}
 
 _PROBE = textwrap.dedent("""
     import json, math, sys, numpy as np
+    from seqphase.core import gamp as loop
     from seqphase.core.quadratic import gamp
     from seqphase.core.quadratic.se import bo_state
     out = {}
@@ -85,11 +86,12 @@ _PROBE = textwrap.dedent("""
         runs = []
         for s in range(seeds):
             x, W, y = gamp.sample_instance(alpha, 0.5, delta, d, np.random.default_rng([11, d, s]))
-            trace = gamp.run_gamp(x, y, W, delta, max_iter=100)
+            trace = loop.iterate(gamp.QuadraticSteps(x, y, W, delta), max_iter=100, damping=0.5, tol=1e-5)
             assert not trace.diverged
             runs.append([trace.mse[0], trace.mse[-1], trace.mse_predicted[-1]])
             if name == "noiseless" and s < 2:  # the same instance undamped, with the spec's scalar cavity
-                bare = gamp.run_gamp(x, y, W, 0.0, max_iter=100, damping=0.0, cavity="scalar")
+                bare = loop.iterate(gamp.QuadraticSteps(x, y, W, 0.0, cavity="scalar"), max_iter=100, damping=0.0,
+                                    tol=1e-5)
                 out.setdefault("undamped", []).append([bare.mse[-1], bare.mse_predicted[-1]] + runs[-1][1:])
         f = np.array(runs)[:, 1]
         out[name] = [f.mean(), f.std(ddof=1) / math.sqrt(len(f)), bo_state(alpha, 0.5, delta).mse,

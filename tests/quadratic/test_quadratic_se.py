@@ -92,7 +92,7 @@ def test_t_to_zero_limit_gives_the_transition():
     value = 4 * math.pi**2 / 3 * t * rie.cubed_density_integral(t)
     assert abs(value[0] - 0.250038) < 5e-7
     # the curve alpha(t) starts at alpha_PR
-    assert abs(se.parametric_curve(0.5, 0.0)[1][0] - 0.375) < 1e-8
+    assert abs(se.CURVE.table(0.5, 0.0)[1][0] - 0.375) < 1e-8
 
 
 def test_fixed_point_iteration_reaches_the_same_point():

@@ -8,6 +8,7 @@ import io
 import numpy as np
 import pytest
 
+from seqphase.core import gamp
 from seqphase.core.errors import ParameterError
 from seqphase.core.models import get_model, run_point
 from seqphase.core.smi import gamp as sgamp
@@ -27,7 +28,8 @@ def _normalised_final_overlap(alpha, d, seed, **kw):
     ch = AttentionChannel()
     rng = np.random.default_rng(seed)
     X, W, _, u = sgamp.sample_instance(ch, alpha, d, rng, noise=kw.pop("noise", 0.0))
-    tr = sgamp.run_gamp(ch, X, u, W, rng=rng, tol=0.0, **kw)
+    loop = {"max_iter": kw.pop("max_iter"), "damping": kw.pop("damping", 0.2)}
+    tr = gamp.iterate(sgamp.AttentionSteps(ch, X, u, W, rng, **kw), tol=0.0, **loop)
     return np.abs(np.diag(tr.overlap[-1])) / np.diag(W @ W.T / d), tr
 
 
