@@ -18,8 +18,11 @@ section_search; a *placement* says where a round's probes go and what the final 
   narrow enough), and after the round the bisection is walked through the probed results as far as they
   go. So the value and the final bracket are the serial bisection's, bit for bit, whatever k: a method
   whose stored values come from a serial bisection runs its probes in parallel without changing a stored
-  number. A round of k = 2^j - 1 probes advances it j levels (k = 2: 1.5 levels on average), where the
-  k-section below gains log2(k + 1). Round one also probes lo and hi.
+  number. A round of k = 2^j - 1 probes advances it j levels, k = 2 probes 1.5 levels on average (the next
+  node is known, the one after is one of two: the most two workers can gain on a bisection); the probes
+  off the serial's path are spent in vain, k / (levels a round) times the serial's probes in all (4/3 at
+  k = 2, 16/9 at k = 4), so k > 1 pays only where workers would otherwise idle. Round one also probes lo
+  and hi.
 * ``"even"``: a k-section. Round one probes lo, hi and k points inside (spread evenly, or at and
   around a guess); every later round k-sections the bracket [a, b], a the largest False probe below the
   smallest True probe b, so the bracket shrinks by k + 1 a round, until b - a <= rtol b (the bisection's
@@ -35,9 +38,10 @@ section_search; a *placement* says where a round's probes go and what the final 
   of estimated probes that did not halve the bracket. It ends when b - a <= rtol b with the root of the
   line through (a, log f(a)), (b, log f(b)), or at a probe with |log f| < 1e-6.
 
-k is a setting of the method (`K_SETTING`), never the number of workers, so a point's value does not
-depend on the cluster. `relative_gap` and `threshold_variables` are the two routes' comparison and the
-variables every threshold method stores alike. This module imports no family (shared numerics).
+k is a setting of the method (`K_SETTING`, `BISECTION_K_SETTING`), never the number of workers, so a
+point's value does not depend on the cluster. `relative_gap` and `threshold_variables` are the two
+routes' comparison and the variables every threshold method stores alike. This module imports no family
+(shared numerics).
 """
 
 from __future__ import annotations
@@ -49,9 +53,21 @@ import numpy as np
 from seqphase.core.errors import ParameterError
 from seqphase.core.models import Param, Variable, Work, drive
 
-#: the `k` setting of every threshold method whose searches run in rounds of probes
-K_SETTING = Param("k", "int", "probes a round of each threshold search (not the number of workers, so results "
-                  "do not depend on the cluster; core/search.py)", 4, low=2, high=64, low_inclusive=True)
+def k_setting(default, low):
+    """The `k` setting of a threshold method whose searches run in rounds of probes (`K_SETTING`,
+    `BISECTION_K_SETTING`)."""
+    return Param("k", "int", "probes a round of each threshold search (core/search.py; a setting, not the number "
+                 "of workers, so results do not depend on the cluster; a bisection's value does not depend on k)",
+                 default, low=low, high=64, low_inclusive=True)
+
+
+#: the `k` setting of the methods whose searches are k-sections (glm, multiindex, quadratic-erm) or guided (smi)
+K_SETTING = k_setting(4, low=2)
+
+#: the `k` setting of the methods whose searches are bisections (aim, quadratic, bsr): 2 by default, the fastest
+#: on two workers (1.5 levels a round for 2 probes; k = 4 gains 2.25 levels for 4 probes, which pays from four
+#: workers on), 1 the serial bisection (no probe spent in vain: a sweep of many points on few workers)
+BISECTION_K_SETTING = k_setting(2, low=1)
 
 PLACEMENTS = ("bisection", "even", "guided")
 

@@ -32,7 +32,7 @@ from seqphase.core.aim.channels import CHANNELS, HARDMAX_GOUT, make_channel
 from seqphase.core.errors import ParameterError
 from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, SeededMethod, Variable, Work
 from seqphase.core.numerics import forward_fill, nan_log
-from seqphase.core.search import K_SETTING, relative_gap, side_by_side, single, threshold_variables
+from seqphase.core.search import BISECTION_K_SETTING, relative_gap, side_by_side, single, threshold_variables
 
 #: smallest alpha of the closed-form channels: the parametric curve ends at Delta = se.DELTA_MAX
 ALPHA_MIN_CLOSED_FORM = 1e-6
@@ -53,7 +53,7 @@ _THRESHOLD_SETTINGS = {
     "overlap_cut": Param("overlap_cut", "float", "small-width q above which the hardmax bisection counts "
                          "weak recovery", 1e-10, low=0.0, high=1e-2),
     "rtol": Param("rtol", "float", "relative width at which bisections stop", 1e-7, low=0.0, high=0.1),
-    "k": K_SETTING,
+    "k": BISECTION_K_SETTING,
 }
 
 _SMALL_WIDTH_SETTINGS = {}

@@ -34,13 +34,13 @@ from seqphase.core.bsr import se as se_mod
 from seqphase.core.bsr.channels import BSRChannel
 from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, SeededMethod, Variable
 from seqphase.core.numerics import forward_fill
-from seqphase.core.search import K_SETTING, relative_gap, threshold_variables
+from seqphase.core.search import BISECTION_K_SETTING, relative_gap, threshold_variables
 
 _THRESHOLD_SETTINGS = {
     "mse_cut": Param("mse_cut", "float", "SE error below which the bisection counts alpha as perfectly "
                      "recovered", 1e-4, low=0.0, high=0.1),
     "rtol": Param("rtol", "float", "relative width at which the bisection stops", 1e-9, low=0.0, high=0.1),
-    "k": K_SETTING,
+    "k": BISECTION_K_SETTING,
 }
 
 

@@ -31,13 +31,14 @@ from seqphase.core.quadratic import gamp as gamp_mod
 from seqphase.core.quadratic import gd as gd_mod
 from seqphase.core.quadratic import se as se_mod
 from seqphase.core.quadratic import thresholds
-from seqphase.core.search import K_SETTING, relative_gap, section_search, side_by_side, single, threshold_variables
+from seqphase.core.search import (BISECTION_K_SETTING, K_SETTING, relative_gap, section_search, side_by_side, single,
+                                  threshold_variables)
 
 _THRESHOLD_SETTINGS = {
     "mse_cut": Param("mse_cut", "float", "SE error (paper units) below which the bisection counts alpha as "
                      "perfectly recovered", 1e-4, low=0.0, high=0.1),
     "rtol": Param("rtol", "float", "relative width at which the bisection stops", 1e-9, low=0.0, high=0.1),
-    "k": K_SETTING,
+    "k": BISECTION_K_SETTING,
 }
 
 
