@@ -34,9 +34,10 @@ section_search; a *placement* says where a round's probes go and what the final 
   searches whose f is smooth (core/smi/thresholds.py). Round one probes k points from lo to hi (both
   included); while no probe has f > 1 the next round probes k points up to `cap`, while every probe has,
   k points from `floor`; with a bracket, two probes at the estimated root (inverse quadratic
-  interpolation of log f) +- rtol a / 2 beside k - 2 section points, and a plain k-section after a round
-  of estimated probes that did not halve the bracket. It ends when b - a <= rtol b with the root of the
-  line through (a, log f(a)), (b, log f(b)), or at a probe with |log f| < 1e-6.
+  interpolation of log f) +- rtol a / 2 beside k - 2 section points (a plain k-section when that reaches
+  the tolerance, or after a round of estimated probes that did not halve the bracket: every two rounds
+  shrink it by k + 1 at least). It ends when b - a <= rtol b with the root of the line through
+  (a, log f(a)), (b, log f(b)), or at a probe with |log f| < 1e-6.
 
 k is a setting of the method (`K_SETTING`, `BISECTION_K_SETTING`), never the number of workers, so a
 point's value does not depend on the cluster. `relative_gap` and `threshold_variables` are the two

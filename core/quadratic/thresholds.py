@@ -50,14 +50,16 @@ def alpha_pr_bisection_route(kappa, *, mse_cut=1e-4, rtol=1e-9, k=1):
 #     u ~ semicircle of variance (1 - kappa_star)/2 (the GOE block on the null space of S*, per sqrt(d)); t is the
 #     threshold q / sqrt(xi) up to scale; 1/2 for kappa_star >= 1 (S* in the interior: a half-space). This is the
 #     asymptotic form of the SE at small xi, derived independently of the quadrature (no 0/0).
-#   - curve (`alpha_sr_bisection`): the smallest alpha whose SE test error is < mse_cut, by bisection on the
-#     continuation (erm.py, which evaluates E without the O(1) cancellation down to xi = 1e-10).
+#   - curve (stored as `alpha_sr_bisection`; `sr_recovered` a probe of model.erm_sr_route): the smallest alpha
+#     whose SE test error is < mse_cut, searched on the continuation (erm.py, which evaluates E without the O(1)
+#     cancellation down to xi = 1e-10).
 # * Interpolation alpha_interp(kappa_star, kappa, delta), lam -> 0+:
 #   - dedicated equation (`alpha_interp_equation`): on the q = 0 branch, interpolation (J = alpha) starts where
 #     alpha(xi, q = 0) = J(xi, 0) = integral_{x > omega+} rho h x; root in xi by brentq (bracketed on a log
 #     grid), alpha_interp = alpha(xi*, 0).
-#   - curve (`alpha_interp_bisection`): the smallest alpha whose SE training loss at a small lam > 0 (full
-#     q-equation, no lam -> 0+ branch logic) exceeds train_cut.
+#   - curve (stored as `alpha_interp_bisection`; `interp_exceeded` a probe of model.erm_interp_route): the
+#     smallest alpha whose SE training loss at a small lam > 0 (full q-equation, no lam -> 0+ branch logic)
+#     exceeds train_cut.
 #   With delta = 0 and kappa >= kappa_star the student interpolates at every alpha (S* is feasible): inf.
 
 import numpy as np  # noqa: E402  (appended section)
