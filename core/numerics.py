@@ -1,4 +1,4 @@
-"""Shared numerics of every model family: quadrature, special functions, fixed points, bisections,
+"""Shared numerics of every model family: quadrature, special functions, fixed points,
 small linear algebra and padding. Imports numpy/scipy (and numba, on first use, for the compiled loop of
 ``gaussian_window_sums``), never a family (core/<family>/ import it).
 
@@ -13,11 +13,11 @@ Quadrature rules for Gaussian expectations E_{xi ~ N(0,1)}[f(xi)]:
   201-node GH rule gives a wrong compressed-sensing threshold 0.6985 instead of 0.6857).
 * ``panel_rule(a, b, width, nodes)``: plain composite Gauss-Legendre on [a, b] (Lebesgue measure).
 
-Fixed points and thresholds:
+Fixed points:
 
 * ``fixed_point``: the one damped SE iteration driver (x <- (1 - c) step(x) + c x, residual log).
-* ``narrow_bracket`` / ``bisect_monotone`` / ``bisect_alpha``: the one bisection loop, without and
-  with a guess that walks its bracket.
+
+(Threshold searches, the bisection among them, are core/search.py.)
 """
 
 from __future__ import annotations
@@ -265,66 +265,6 @@ def fixed_point(step, x0, *, damping=0.0, tol=1e-10, max_iter=2000, stop=None):
         if stop is not None and stop(x):
             break
     return FixedPointResult(x=x, n_iter=it, converged=converged, residuals=np.asarray(res))
-
-
-# -- bisections ---------------------------------------------------------------------------------
-def narrow_bracket(pred, lo, hi, rtol):
-    """Bisect a bracket with pred(lo) False and pred(hi) True (pred monotone) down to a relative
-    width rtol; return its midpoint. The one bisection loop of seqphase."""
-    while hi - lo > rtol * hi:
-        mid = 0.5 * (lo + hi)
-        if pred(mid):
-            hi = mid
-        else:
-            lo = mid
-    return 0.5 * (lo + hi)
-
-
-def bisect_monotone(pred, lo, hi, rtol):
-    """Smallest alpha in [lo, hi] with pred(alpha) True, assuming pred monotone (False then True).
-    NaN if pred(hi) is False or pred(lo) is True (no transition inside the bracket)."""
-    if pred(lo) or not pred(hi):
-        return math.nan
-    return narrow_bracket(pred, lo, hi, rtol)
-
-
-def bisect_alpha(is_learned, lo, hi, rtol=1e-3, guess=None, bracket=0.05, max_walk=4):
-    """Smallest alpha in [lo, hi] at which is_learned(alpha) is True (inf if not learned at hi).
-
-    With `guess` (e.g. the stability value) the bracket guess (1 -+ bracket) is tried first. If the
-    transition lies outside it, the bracket walks away from the guess with doubling steps (guess
-    (1 - 2 bracket), (1 - 4 bracket), ... or upwards, at most `max_walk` steps) until it brackets the
-    transition or reaches lo / hi: a guess 3-5% off costs 2-3 more evaluations instead of a bisection
-    of the whole [lo, hi] (~9-11 more at rtol 2e-3). The ends are checked as without a guess, so the
-    guess only saves steps, it never decides the answer."""
-    if guess is not None and np.isfinite(guess) and lo < guess * (1 - bracket) and guess * (1 + bracket) < hi:
-        step = bracket
-        if is_learned(guess * (1 + bracket)):
-            top = guess * (1 + bracket)  # learned here: walk down
-            for _ in range(max_walk):
-                if guess * (1 - step) <= lo:
-                    break
-                below = guess * (1 - step)
-                if not is_learned(below):
-                    return narrow_bracket(is_learned, below, top, rtol)
-                top, step = below, 2 * step
-            hi = top
-        else:
-            bottom = guess * (1 + bracket)  # not learned here: walk up
-            for _ in range(max_walk):
-                if guess * (1 + 2 * step) >= hi:
-                    break
-                step *= 2
-                above = guess * (1 + step)
-                if is_learned(above):
-                    return narrow_bracket(is_learned, bottom, above, rtol)
-                bottom = above
-            lo = bottom
-    if not is_learned(hi):
-        return np.inf
-    if is_learned(lo):
-        return lo
-    return narrow_bracket(is_learned, lo, hi, rtol)
 
 
 # -- adaptive quadrature of many one-dimensional integrals at once ------------------------------------

@@ -231,10 +231,11 @@ def test_counting_cut_offset_is_where_the_aim_bisection_stops():
     from seqphase.core.aim.checks import counting_cut_offset
     from seqphase.core.quadratic.se import small_noise_slope
     from seqphase.core.rie import mmse_table
+    from seqphase.core.models import drive
 
     for rho in (0.5, 1.0):
         closed = thresholds.counting_threshold(rho, 2, "softmax")
-        found = thresholds.counting_threshold_bisection(rho, 2, "softmax", mse_cut=1e-4, rtol=1e-9)
+        found = drive(thresholds.counting_bisection_route(rho, 2, "softmax", mse_cut=1e-4, rtol=1e-9))[0]
         offset = counting_cut_offset(rho, 1e-4)
         assert 1e-5 < offset < 1e-2
         assert found == pytest.approx(closed * (1 - offset), rel=1e-8)

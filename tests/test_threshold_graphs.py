@@ -1,7 +1,7 @@
-"""Threshold points as graphs of tasks (core/search.py; glm and quadratic-erm threshold version 2) on a
-real distributed LocalCluster: the distributed point equals the serial `run` bit for bit, a worker killed
-mid-probe loses nothing, and a failing probe is retried alone, then recorded as failed with its reason
-while the point's other works are kept."""
+"""Threshold points as graphs of tasks (core/search.py; glm and quadratic-erm threshold version 2, the
+bisections of quadratic and bsr) on a real distributed LocalCluster: the distributed point equals the
+serial `run` bit for bit, a worker killed mid-probe loses nothing, and a failing probe is retried alone,
+then recorded as failed with its reason while the point's other works are kept."""
 
 import os
 import signal
@@ -55,6 +55,21 @@ def test_glm_threshold_point_distributed_equals_serial_bit_for_bit(tmp_path, cli
     assert record["works"] > 20 and record["chain_s"] < 0.7 * record["work_s"]
     stored = {name: group.read(name)[group.index_of(plan.points[0])] for name in ("alpha_bisection", "alpha_it")}
     assert abs(stored["alpha_bisection"] - 1.4926) < 0.01 * 1.5 and abs(stored["alpha_it"] - 1.2447) < 1.3e-3
+
+
+@pytest.mark.parametrize("name, overrides", [("quadratic-thresholds", ["kappa=0.5", "rtol=1e-6"]),
+                                             ("bsr-thresholds", ["rho=0.5", "beta=1.0", "rtol=1e-6", "k=3"])])
+def test_bisection_threshold_point_distributed_is_the_serial_bisection_bit_for_bit(tmp_path, client, name, overrides):
+    """The bisection placement (aim, quadratic, bsr): the probes of a round run as works on the cluster, and
+    the stored value equals the serial run's and that of the serial bisection (k = 1, one probe a round)."""
+    summary, group, plan = run(tmp_path, client, name, overrides)
+    assert (summary.done, summary.failed) == (1, 0)
+    assert_stored_as_serial(plan, group)
+    assert last_run(group)["works"] > 20
+    point = plan.points[0]
+    params, settings = plan.point_inputs(point)
+    one_probe_a_round = get_model(plan.sweep.model).run("threshold", params, dict(settings, k=1), None)
+    assert group.read("alpha_bisection")[group.index_of(point)] == one_probe_a_round["alpha_bisection"]
 
 
 def test_killed_worker_mid_probe_loses_nothing(tmp_path, client):

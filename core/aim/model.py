@@ -31,8 +31,9 @@ from seqphase.core.aim import se as se_mod
 from seqphase.core.aim import thresholds
 from seqphase.core.aim.channels import CHANNELS, HARDMAX_GOUT, make_channel
 from seqphase.core.errors import ParameterError
-from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, SeededMethod, Variable
+from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, SeededMethod, Variable, Work
 from seqphase.core.numerics import forward_fill, nan_log
+from seqphase.core.search import BISECTION_K_SETTING, relative_gap, side_by_side, single, threshold_variables
 
 #: smallest alpha of the closed-form channels: the parametric curve ends at Delta = se.DELTA_MAX
 ALPHA_MIN_CLOSED_FORM = 1e-6
@@ -53,6 +54,7 @@ _THRESHOLD_SETTINGS = {
     "overlap_cut": Param("overlap_cut", "float", "small-width q above which the hardmax bisection counts "
                          "weak recovery", 1e-10, low=0.0, high=1e-2),
     "rtol": Param("rtol", "float", "relative width at which bisections stop", 1e-7, low=0.0, high=0.1),
+    "k": BISECTION_K_SETTING,
 }
 
 _SMALL_WIDTH_SETTINGS = {}
@@ -102,33 +104,35 @@ class Threshold(Method):
         return Layout({}, {
             "quantity": Variable((), "U64", "which threshold: 'alpha_c' (counting, perfect recovery) or "
                                  "'alpha_bar_WR' (small-width weak recovery, alpha/rho)"),
-            "alpha_closed_form": Variable((), "f8", "closed form"),
-            "alpha_bisection": Variable((), "f8", "bisection on the SE (error < mse_cut, or q > overlap_cut)"),
+            **threshold_variables("alpha_closed_form", "closed form",
+                                  "bisection on the SE (error < mse_cut, or q > overlap_cut)"),
             "alpha_stability": Variable((), "f8", "hardmax: 1/(2 E0) by the SE quadrature; see `note`"),
-            "relative_gap": Variable((), "f8", "|closed form - bisection| / closed form"),
             "note": Variable((), "U200", "why a route is NaN ('' if every route is defined)"),
         })
 
-    def run(self, params, settings, seed_sequence):
-        T, channel = params["T"], params["channel"]
+    def tasks(self, params, settings, seed_sequence):
+        """The point as a graph: the bisection on the SE in rounds of k probes (`search.section_search`,
+        the bisection placement: the serial bisection's value whatever k), hardmax's stability (one work)
+        side by side with it; the closed forms here."""
+        T, channel, k = params["T"], params["channel"], settings["k"]
         if channel in _CLOSED:
             rho = params["rho"]
             closed = thresholds.counting_threshold(rho, T, channel)
-            bisection = thresholds.counting_threshold_bisection(rho, T, channel, mse_cut=settings["mse_cut"],
-                                                                rtol=settings["rtol"])
+            bisection, _, _ = yield from thresholds.counting_bisection_route(
+                rho, T, channel, mse_cut=settings["mse_cut"], rtol=settings["rtol"], k=k)
             stability, quantity = math.nan, "alpha_c"
             note = ("no stability route: alpha_c is a continuous perfect-recovery transition "
                     "(closed form vs SE bisection)")
         else:
             gout = params["hardmax_gout"]
             closed = thresholds.weak_recovery_closed_form(gout)
-            stability = thresholds.weak_recovery_stability(gout)
-            bisection = thresholds.weak_recovery_bisection(gout, overlap_cut=settings["overlap_cut"],
-                                                           rtol=max(settings["rtol"], 1e-6))
+            stability, (bisection, _, _) = yield from side_by_side([
+                single(Work("stability", thresholds.weak_recovery_stability, {"gout": gout})),
+                thresholds.weak_recovery_bisection_route(gout, overlap_cut=settings["overlap_cut"],
+                                                         rtol=max(settings["rtol"], 1e-6), k=k)])
             quantity, note = "alpha_bar_WR", ""
         return {"quantity": quantity, "alpha_closed_form": closed, "alpha_bisection": bisection,
-                "alpha_stability": stability, "relative_gap": thresholds.relative_gap(closed, bisection),
-                "note": note}
+                "alpha_stability": stability, "relative_gap": relative_gap(closed, bisection), "note": note}
 
     def figure(self, plt, ds, companions):
         return figures.plot_thresholds(plt, ds, companions)
@@ -305,7 +309,7 @@ class AIMModel(Model):
                          excludes=("alpha_bar",)),
                 "threshold": Threshold(_THRESHOLD_SETTINGS, version=1,
                                        doc="counting alpha_c or small-width alpha_bar_WR, two ways",
-                                       excludes=("alpha", "alpha_bar")),
+                                       excludes=("alpha", "alpha_bar"), later_settings=("k",)),
                 "gamp": GAMP(_GAMP_SETTINGS, version=2, doc="GAMP-RIE on finite instances (spec §3)",
                              excludes=("alpha_bar",)),
                 "gd": GD(_GD_SETTINGS, version=1, doc="full-batch GD (Adam) and averaged GD on the softmax AIM, "

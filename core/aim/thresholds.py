@@ -23,10 +23,8 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from seqphase.core.aim import se
-from seqphase.core.numerics import bisect_monotone
+from seqphase.core.search import section_search
 
 
 def counting_threshold(rho, T, channel):
@@ -35,14 +33,20 @@ def counting_threshold(rho, T, channel):
     return dof / se.counting_k(channel, T)
 
 
-def counting_threshold_bisection(rho, T, channel, *, mse_cut=1e-4, rtol=1e-9):
-    """Smallest alpha with SE error < mse_cut, by bisection on the closed-form SE."""
-    k = se.counting_k(channel, T)
+def counting_learned(alpha, rho, k, mse_cut):
+    """The counting bisection's predicate at one alpha (one probe): the closed-form SE error (k observations
+    a sample) is below mse_cut."""
+    return bool(se.closed_form_se(alpha, rho, k).mse < mse_cut)
 
-    def learned(alpha):
-        return se.closed_form_se(alpha, rho, k).mse < mse_cut
 
-    return bisect_monotone(learned, 1e-3 / k, 2.0 / k, rtol)
+def counting_bisection_route(rho, T, channel, *, mse_cut=1e-4, rtol=1e-9, k=1):
+    """Smallest alpha with SE error < mse_cut, by bisection on the closed-form SE over [1e-3/k_T, 2/k_T]
+    (k_T observations a sample): a route of rounds of k probes (core/search.py, the bisection placement:
+    the serial bisection's value whatever k). Returns (value, bracket ends); NaN outside the bracket."""
+    k_t = se.counting_k(channel, T)
+    return section_search("bisection", lambda a: (counting_learned, {"alpha": a, "rho": rho, "k": k_t,
+                                                                    "mse_cut": mse_cut}),
+                          1e-3 / k_t, 2.0 / k_t, rtol, k, placement="bisection")
 
 
 def _hardmax_b():
@@ -65,22 +69,21 @@ def weak_recovery_stability(gout):
     return 1.0 / (2.0 * se.hardmax_bracket(0.0, 1.0, gout))
 
 
-def weak_recovery_bisection(gout, *, overlap_cut=1e-10, rtol=1e-7, lo=0.05, hi=5.0):
-    """Smallest alpha_bar at which the small-width hardmax fixed point has q > overlap_cut."""
+def weak_recovered(alpha_bar, gout, overlap_cut):
+    """The hardmax bisection's predicate at one alpha_bar (one probe): the small-width fixed point has
+    q > overlap_cut."""
+    return bool(se.small_width_hardmax(alpha_bar, gout)[1] > overlap_cut)
 
-    def learned(alpha_bar):
-        return se.small_width_hardmax(alpha_bar, gout)[1] > overlap_cut
 
-    return bisect_monotone(learned, lo, hi, rtol)
+def weak_recovery_bisection_route(gout, *, overlap_cut=1e-10, rtol=1e-7, lo=0.05, hi=5.0, k=1):
+    """Smallest alpha_bar at which the small-width hardmax fixed point has q > overlap_cut, by bisection
+    on [lo, hi]: a route of rounds of k probes (as `counting_bisection_route`)."""
+    return section_search("bisection", lambda a: (weak_recovered, {"alpha_bar": a, "gout": gout,
+                                                                  "overlap_cut": overlap_cut}),
+                          lo, hi, rtol, k, placement="bisection")
 
 
 def small_width_softmax_thresholds(T, channel="softmax"):
     """(weak, perfect) recovery alpha_bar of the small-width softmax/linear: 1/k and 2/k."""
     k = se.counting_k(channel, T)
     return 1.0 / k, 2.0 / k
-
-
-def relative_gap(a, b):
-    if not (np.isfinite(a) and np.isfinite(b)) or a == 0:
-        return math.nan
-    return abs(a - b) / abs(a)

@@ -34,11 +34,13 @@ from seqphase.core.bsr import se as se_mod
 from seqphase.core.bsr.channels import BSRChannel
 from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, SeededMethod, Variable
 from seqphase.core.numerics import forward_fill
+from seqphase.core.search import BISECTION_K_SETTING, relative_gap, threshold_variables
 
 _THRESHOLD_SETTINGS = {
     "mse_cut": Param("mse_cut", "float", "SE error below which the bisection counts alpha as perfectly "
                      "recovered", 1e-4, low=0.0, high=0.1),
     "rtol": Param("rtol", "float", "relative width at which the bisection stops", 1e-9, low=0.0, high=0.1),
+    "k": BISECTION_K_SETTING,
 }
 
 
@@ -70,20 +72,21 @@ class Threshold(Method):
 
     def layout(self, settings):
         return Layout({}, {
-            "alpha_closed_form": Variable((), "f8", "rho (1 + beta - rho)/beta (rho < min(1, beta)), else 1"),
-            "alpha_bisection": Variable((), "f8", "smallest alpha with noiseless SE error < mse_cut"),
-            "relative_gap": Variable((), "f8", "|closed form - bisection| / closed form"),
+            **threshold_variables("alpha_closed_form", "rho (1 + beta - rho)/beta (rho < min(1, beta)), else 1",
+                                  "smallest alpha with noiseless SE error < mse_cut"),
             "alpha_mnne": Variable((), "f8", "minimal nuclear-norm perfect-recovery threshold "
                                    "(Donoho-Gavish-Montanari)"),
         })
 
-    def run(self, params, settings, seed_sequence):
+    def tasks(self, params, settings, seed_sequence):
+        """The point as a graph: the bisection on the SE in rounds of k probes (`search.section_search`, the
+        bisection placement: the serial bisection's value whatever k); the closed form and alpha_MNNE here."""
         rho, beta = params["rho"], params["beta"]
         closed = thresholds.alpha_pr(rho, beta)
-        bisection = thresholds.alpha_pr_bisection(rho, beta, mse_cut=settings["mse_cut"], rtol=settings["rtol"])
+        bisection, _, _ = yield from thresholds.alpha_pr_bisection_route(
+            rho, beta, mse_cut=settings["mse_cut"], rtol=settings["rtol"], k=settings["k"])
         return {"alpha_closed_form": closed, "alpha_bisection": bisection,
-                "relative_gap": thresholds.relative_gap(closed, bisection),
-                "alpha_mnne": thresholds.alpha_mnne(rho, beta)}
+                "relative_gap": relative_gap(closed, bisection), "alpha_mnne": thresholds.alpha_mnne(rho, beta)}
 
     def figure(self, plt, ds, companions):
         return figures.plot_thresholds(plt, ds, companions)
@@ -270,7 +273,8 @@ class BSRModel(Model):
                          "optimal ridge baseline"),
                 "threshold": Threshold(_THRESHOLD_SETTINGS, version=1,
                                        doc="perfect-recovery alpha_PR(rho, beta), closed form and SE bisection; "
-                                           "minimal nuclear-norm alpha_MNNE", excludes=("alpha", "delta")),
+                                           "minimal nuclear-norm alpha_MNNE", excludes=("alpha", "delta"),
+                                       later_settings=("k",)),
                 "gamp": GAMP(_GAMP_SETTINGS, version=1, doc="GAMP-RIE on finite instances (spec A3), damped, "
                              "against the SE"),
                 "gd": GD(_GD_SETTINGS, version=1, doc="full-batch GD and averaged GD from the prior "

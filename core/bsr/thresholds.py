@@ -13,11 +13,9 @@ There is no perfect recovery with label noise (delta > 0).
 
 from __future__ import annotations
 
-import math
-
 from seqphase.core.bsr import baselines, se
 from seqphase.core.bsr.channels import check_rho
-from seqphase.core.numerics import bisect_monotone
+from seqphase.core.search import section_search
 
 
 def alpha_pr(rho, beta):
@@ -35,23 +33,20 @@ def alpha_bar_pr(rho, beta):
     return alpha_pr(rho, beta) * beta / ((1.0 + beta) * rho)
 
 
-def alpha_pr_bisection(rho, beta, *, mse_cut=1e-4, rtol=1e-9):
-    """Smallest alpha with noiseless SE error < mse_cut, by bisection on [1e-3 alpha_PR, 1.5] (NaN if the
-    bracket holds no transition)."""
+def recovered(alpha, rho, beta, mse_cut):
+    """The bisection's predicate at one alpha (one probe): noiseless SE error < mse_cut."""
+    return bool(se.bo_state(alpha, rho, beta, 0.0).mmse < mse_cut)
 
-    def recovered(alpha):
-        return se.bo_state(alpha, rho, beta, 0.0).mmse < mse_cut
 
-    return bisect_monotone(recovered, 1e-3 * alpha_pr(rho, beta), 1.5, rtol)
+def alpha_pr_bisection_route(rho, beta, *, mse_cut=1e-4, rtol=1e-9, k=1):
+    """Smallest alpha with noiseless SE error < mse_cut, by bisection on [1e-3 alpha_PR, 1.5]: a route of
+    rounds of k probes (core/search.py, the bisection placement: the serial bisection's value whatever k).
+    Returns (value, bracket ends); NaN if the bracket holds no transition."""
+    return section_search("bisection", lambda a: (recovered, {"alpha": a, "rho": rho, "beta": beta,
+                                                            "mse_cut": mse_cut}),
+                          1e-3 * alpha_pr(rho, beta), 1.5, rtol, k, placement="bisection")
 
 
 def alpha_mnne(rho, beta):
     """Minimal nuclear-norm perfect-recovery threshold (baselines.alpha_mnne)."""
     return baselines.alpha_mnne(rho, beta)
-
-
-def relative_gap(a, b):
-    """|a - b| / |a| (NaN if either is not finite or a = 0)."""
-    if not (math.isfinite(a) and math.isfinite(b)) or a == 0:
-        return math.nan
-    return abs(a - b) / abs(a)

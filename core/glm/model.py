@@ -31,7 +31,8 @@ from seqphase.core.glm import thresholds
 from seqphase.core.glm.channels import CHANNELS
 from seqphase.core.glm.priors import PRIORS, DerivedPrior
 from seqphase.core.models import DERIVED_SETTING, REQUIRED, Layout, Method, Model, Param, SeededMethod, Variable, Work
-from seqphase.core.search import K_SETTING, check_bracket, section_search, side_by_side, single
+from seqphase.core.search import (K_SETTING, check_bracket, relative_gap, section_search, side_by_side, single,
+                                  threshold_variables)
 from seqphase.core.numerics import forward_fill, nan_log
 
 _P = 1  # scalar GLM: the overlap is a 1 x 1 matrix, stored with the same (row, col) dims as p x p models
@@ -270,14 +271,12 @@ class Threshold(Method):
 
     def layout(self, settings):
         return Layout({}, {
-            "alpha_stability": Variable((), "f8", "weak: linear stability of the uninformative fixed point "
-                                        "(0 = trivial, inf = hard); perfect: AMP spinodal from the "
-                                        "parametric fixed-point curve"),
-            "alpha_bisection": Variable((), "f8", "bisection on alpha of the SE from the uninformed start "
-                                        "(with small side information for weak recovery)"),
+            **threshold_variables("alpha_stability", "weak: linear stability of the uninformative fixed point "
+                                  "(0 = trivial, inf = hard); perfect: AMP spinodal from the parametric "
+                                  "fixed-point curve", "bisection on alpha of the SE from the uninformed start "
+                                  "(with small side information for weak recovery)"),
             "alpha_it": Variable((), "f8", "information-theoretic threshold (free-entropy crossing); "
                                  "NaN for weak recovery"),
-            "relative_gap": Variable((), "f8", "|stability - bisection| / stability"),
         })
 
     def check(self, params, settings):
@@ -302,12 +301,8 @@ class Threshold(Method):
         values = yield from side_by_side(routes)
         alpha_stability, (alpha_bisection, _, _) = values[0], values[1]
         alpha_it = values[2][0] if len(values) > 2 else math.nan
-        if alpha_stability in (0.0, math.inf) or not math.isfinite(alpha_bisection):
-            gap = 0.0 if alpha_stability == alpha_bisection else math.nan
-        else:
-            gap = abs(alpha_stability - alpha_bisection) / alpha_stability
         return {"alpha_stability": alpha_stability, "alpha_bisection": alpha_bisection,
-                "alpha_it": alpha_it, "relative_gap": gap}
+                "alpha_it": alpha_it, "relative_gap": relative_gap(alpha_stability, alpha_bisection)}
 
     def figure(self, plt, ds, companions):
         return figures.plot_threshold(plt, ds)

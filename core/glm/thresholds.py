@@ -1,16 +1,15 @@
 """Critical sample complexities alpha = n/d of scalar GLMs, each computable two independent ways.
 
 * Weak recovery (leaving m = 0): linear stability of the uninformative fixed point
-  (``weak_recovery_stability``) vs SE bisection with a little side information
-  (``weak_recovery_bisection``).
+  (``weak_recovery_stability``) vs SE bisection with a little side information (``weak_recovered``).
 * Algorithmic perfect recovery (AMP spinodal): sup of the parametric fixed-point curve alpha(V)
-  (``perfect_recovery_spinodal``) vs SE bisection from the uninformed start
-  (``perfect_recovery_bisection``).
+  (``perfect_recovery_spinodal``) vs SE bisection from the uninformed start (``perfect_recovered``).
 * Information-theoretic (first-order) threshold: crossing of the free entropies of the informed and
-  uninformed SE branches (``information_theoretic_threshold``).
+  uninformed SE branches (``informed_wins``).
 
-All use the same channel kernel ``g_out_scalar`` and prior ``mmse`` as SE and GAMP, and the shared
-bisection loop of ``numerics``.
+All use the same channel kernel ``g_out_scalar`` and prior ``mmse`` as SE and GAMP. The searches over
+alpha are the threshold method's graph (core/glm/model.py, `Threshold.tasks`): each predicate here is
+one probe of a k-section (core/search.py).
 """
 
 from __future__ import annotations
@@ -21,8 +20,6 @@ import numpy as np
 from scipy import optimize
 
 from seqphase.core.glm.se import channel_mhat, glm_se
-from seqphase.core.numerics import bisect_monotone
-
 
 
 def weak_recovery_stability(prior, channel):
@@ -44,26 +41,17 @@ def weak_recovery_stability(prior, channel):
     return 1.0 / (rho**2 * edg2)
 
 
-def weak_recovery_bisection(prior, channel, *, side_info=1e-10, overlap_cut=1e-4, alpha_lo=0.05,
-                            alpha_hi=5.0, rtol=1e-4, max_iter=3000, damping=0.0):
-    """Bisection on alpha of "SE from m = 0 with side information lambda ends with m > overlap_cut".
+def weak_recovered(prior, channel, alpha, *, side_info=1e-10, overlap_cut=1e-4, max_iter=3000, damping=0.0):
+    """The weak-recovery bisection's predicate at one alpha (one probe): the SE from m = 0 with side
+    information `side_info` ends with m > overlap_cut.
 
     Bias of this criterion at a continuous transition at alpha_c: below alpha_c the fixed point is
     m ~ rho^2 lambda / (1 - alpha/alpha_c), so it is declared recovered once
     alpha > alpha_c (1 - rho^2 lambda / overlap_cut) (downward bias ~ lambda/cut); above alpha_c,
     m grows like (alpha/alpha_c)^t from lambda, needing t ~ log(cut/lambda) / (alpha/alpha_c - 1)
     iterations, and the fixed point m ∝ (alpha - alpha_c) must exceed the cut: with max_iter
-    iterations the estimate is biased upward by ~ alpha_c log(cut/lambda) / max_iter (0.5% for the
-    defaults), plus (cut / slope of m(alpha)). The stability value is the unbiased one.
-    """
-    return bisect_monotone(lambda alpha: weak_recovered(prior, channel, alpha, side_info=side_info,
-                                                        overlap_cut=overlap_cut, max_iter=max_iter,
-                                                        damping=damping), alpha_lo, alpha_hi, rtol)
-
-
-def weak_recovered(prior, channel, alpha, *, side_info=1e-10, overlap_cut=1e-4, max_iter=3000, damping=0.0):
-    """The weak-recovery bisection's predicate at one alpha (one probe): the SE from m = 0 with side
-    information `side_info` ends with m > overlap_cut."""
+    iterations the search's estimate is biased upward by ~ alpha_c log(cut/lambda) / max_iter (0.5% at
+    max_iter = 3000), plus (cut / slope of m(alpha)). The stability value is the unbiased one."""
     cut_v = prior.rho - overlap_cut  # m > cut  <=>  V < rho - cut
     st = glm_se(prior, channel, alpha, start=prior.rho, side_info=side_info, damping=damping,
                 max_iter=max_iter, stop=lambda V: float(V) < cut_v)
@@ -106,44 +94,22 @@ def perfect_recovery_spinodal(prior, channel, *, mse_cut_fraction=1e-3, n_grid=1
     return float(max(-r.fun, vals[k]))
 
 
-def perfect_recovery_bisection(prior, channel, *, mse_cut_fraction=1e-3, alpha_lo=0.1,
-                               alpha_hi=3.0, rtol=1e-5, max_iter=5000, damping=0.0):
-    """Bisection on alpha of "SE from the uninformed start reaches V < mse_cut_fraction rho".
-
-    Near the spinodal the iteration crawls through the bottleneck for ~ pi / sqrt(c (alpha -
-    alpha_alg)) iterations; with max_iter iterations the estimate is biased upward by
-    O(1 / max_iter^2) (negligible here).
-    """
-    return bisect_monotone(lambda alpha: perfect_recovered(prior, channel, alpha, mse_cut_fraction=mse_cut_fraction,
-                                                           max_iter=max_iter, damping=damping),
-                           alpha_lo, alpha_hi, rtol)
-
-
 def perfect_recovered(prior, channel, alpha, *, mse_cut_fraction=1e-3, max_iter=5000, damping=0.0):
     """The perfect-recovery bisection's predicate at one alpha (one probe): the SE from the uninformed
-    start reaches V < mse_cut_fraction rho."""
+    start reaches V < mse_cut_fraction rho. Near the spinodal the iteration crawls through the bottleneck
+    for ~ pi / sqrt(c (alpha - alpha_alg)) iterations; with max_iter iterations the search's estimate is
+    biased upward by O(1 / max_iter^2) (negligible here)."""
     v_cut = mse_cut_fraction * prior.rho
     st = glm_se(prior, channel, alpha, start="uninformed", damping=damping, max_iter=max_iter,
                 stop=lambda V: float(V) < v_cut)
     return bool(st.mse < v_cut)
 
 
-def information_theoretic_threshold(prior, channel, *, alpha_lo=0.1, alpha_hi=3.0, rtol=1e-5,
-                                    max_iter=5000, damping=0.0, distinct_tol=1e-6):
-    """First-order (IT) threshold: smallest alpha where the informed branch's free entropy is at
-    least the uninformed one's.
-
-    When both starts reach the same fixed point: if it is (near) perfect recovery, alpha is above
-    the transition (True); otherwise the informed branch does not exist there (False). NaN if no
-    crossing lies in [alpha_lo, alpha_hi].
-    """
-    return bisect_monotone(lambda alpha: informed_wins(prior, channel, alpha, max_iter=max_iter, damping=damping,
-                                                       distinct_tol=distinct_tol), alpha_lo, alpha_hi, rtol)
-
-
 def informed_wins(prior, channel, alpha, *, max_iter=5000, damping=0.0, distinct_tol=1e-6):
-    """The information-theoretic search's predicate at one alpha (one probe): the informed branch's
-    free entropy is at least the uninformed one's (both starts at one fixed point: perfect recovery)."""
+    """The information-theoretic (first-order) search's predicate at one alpha (one probe): the informed
+    branch's free entropy is at least the uninformed one's. When both starts reach the same fixed point:
+    if it is (near) perfect recovery, alpha is above the transition (True); otherwise the informed branch
+    does not exist there (False)."""
     kw = dict(damping=damping, max_iter=max_iter)
     amp = glm_se(prior, channel, alpha, start="uninformed", **kw)
     inf = glm_se(prior, channel, alpha, start="informed", **kw)

@@ -41,7 +41,7 @@ from seqphase.core.multiindex.channels import MI_CHANNELS, P_MAX, make_channel
 from seqphase.core.multiindex import plugin_channel
 from seqphase.core.multiindex.plugin_channel import DerivedVectorChannel
 from seqphase.core.numerics import forward_fill, nan_log, pad_matrix
-from seqphase.core.search import K_SETTING, check_bracket
+from seqphase.core.search import K_SETTING, check_bracket, relative_gap, threshold_variables
 
 _SE = {
     "damping": Param("damping", "float", "weight of the old iterate", 0.3, low=0.0, high=1.0,
@@ -266,11 +266,10 @@ class Threshold(Method):
     def layout(self, settings):
         dims = dict(stage=np.arange(1, settings["max_stages"] + 1), **_matrix_dims())
         return Layout(dims, {
-            "alpha_stability": Variable(("stage",), "f8", "linear stability (0 trivial, inf hard)"),
-            "alpha_bisection": Variable(("stage",), "f8", "SE bisection with small side information"),
+            **threshold_variables("alpha_stability", "linear stability (0 trivial, inf hard)",
+                                  "SE bisection with small side information", dims=("stage",)),
             "subspace_dim": Variable(("stage",), "f8", "dimension of the subspace learned after the stage"),
             "stage_kind": Variable(("stage",), "f8", "0 trivial, 1 easy, 2 hard, 3 first-order jump"),
-            "relative_gap": Variable(("stage",), "f8", "|stability - bisection| / stability"),
             "projector": Variable(("stage",) + _MATRIX, "f8", "projector onto the learned subspace"),
         })
 
@@ -303,11 +302,7 @@ class Threshold(Method):
             out["alpha_bisection"][i] = st.alpha_bisection
             out["subspace_dim"][i] = st.subspace_dim
             out["stage_kind"][i] = st.kind
-            a, b = st.alpha_stability, st.alpha_bisection
-            if a in (0.0, np.inf) or not np.isfinite(b):
-                out["relative_gap"][i] = 0.0 if a == b else np.nan
-            else:
-                out["relative_gap"][i] = abs(a - b) / a
+            out["relative_gap"][i] = relative_gap(st.alpha_stability, st.alpha_bisection)
             out["projector"][i] = pad_matrix(st.projector, P_MAX)
         return out
 

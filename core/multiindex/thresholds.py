@@ -19,7 +19,7 @@ import numpy as np
 from scipy import optimize
 
 from seqphase.core.models import Work
-from seqphase.core.numerics import bisect_alpha, gauss_hermite
+from seqphase.core.numerics import gauss_hermite
 from seqphase.core.search import section_search, side_by_side, single
 
 from . import se as mse
@@ -132,25 +132,12 @@ def perron_matrix(channel):
     return M / np.linalg.eigvalsh(M).max()
 
 
-def bisect_easy(channel, lo, hi, rtol, side_info, n_gh=3, direction=None, guess=None):
-    """SE bisection of the easy threshold. The SE starts at q0 M, M the Perron eigen-matrix of F, so in
-    the linear regime the top eigenvalue of Q is multiplied by alpha lambda every step; for even
-    channels the first correction is O(q0) relative (q0 = 1e-6), so the sign of the growth over the
-    steps 1 -> 3 decides (burn_in 0, trend_iter 2). With `guess` (the stability value) the bracket is
-    guess (1 -+ 5%), each end checked, and the full [lo, hi] is used when a check fails."""
-    if channel.name in ISOTROPIC and direction is None:
-        return bisect_easy_iso(channel, lo, hi, rtol, side_info, guess=guess)
-    expect = mse.Expectation(channel, "quadrature", n_gh=n_gh)
-    if direction is None:
-        direction = perron_matrix(channel)
-    return bisect_alpha(lambda a: easy_learned(channel, a, side_info, expect=expect, direction=direction),
-                        lo, hi, rtol, guess=guess)
-
-
 def easy_learned(channel, a, side_info, *, n_gh=3, expect=None, direction=None):
-    """The easy bisection's predicate at one alpha (one probe; `bisect_easy`, `bisect_easy_iso`): the SE
-    from q0 M (M the Perron eigen-matrix of F) grows over steps 1 -> 3; the isotropic family for the
-    channels of ISOTROPIC."""
+    """The easy bisection's predicate at one alpha (one probe). The SE starts at q0 M, M the Perron
+    eigen-matrix of F, so in the linear regime the top eigenvalue of Q is multiplied by alpha lambda every
+    step; for even channels the first correction is O(q0) relative (q0 = 1e-6), so the sign of the growth
+    over the steps 1 -> 3 decides (burn_in 0, trend_iter 2). The channels of ISOTROPIC run the isotropic
+    family instead (`iso_learned`)."""
     if channel.name in ISOTROPIC and direction is None:
         return iso_learned(channel, a, side_info)
     expect = expect or mse.Expectation(channel, "quadrature", n_gh=n_gh)
@@ -164,50 +151,17 @@ def easy_learned(channel, a, side_info, *, n_gh=3, expect=None, direction=None):
 ISOTROPIC = ("z1z2z3",)
 
 
-def bisect_easy_iso(channel, lo, hi, rtol, side_info, guess=None, q0=1e-6, steps=3):
-    """SE bisection on the isotropic family Q = q I: q <- qhat / (1 + qhat), qhat = alpha E|g|^2 / p +
-    lambda (`se.iso_qhat`, one Gauss-Hermite node per positive half-axis: exact for the quadratic
-    leading order in omega, relative corrections O(q0)). Learned iff q grows over `steps` steps from q0.
-    One SE step costs one posterior evaluation per y node instead of 27 x the y rule."""
-    return bisect_alpha(lambda a: iso_learned(channel, a, side_info, q0=q0, steps=steps), lo, hi, rtol, guess=guess)
-
-
 def iso_learned(channel, a, side_info, q0=1e-6, steps=3):
-    """`bisect_easy_iso`'s predicate at one alpha: q grows over `steps` steps from q0."""
+    """The easy bisection's predicate on the isotropic family Q = q I: q <- qhat / (1 + qhat), qhat =
+    alpha E|g|^2 / p + lambda (`se.iso_qhat`, one Gauss-Hermite node per positive half-axis: exact for the
+    quadratic leading order in omega, relative corrections O(q0)). Learned iff q grows over `steps` steps
+    from q0. One SE step costs one posterior evaluation per y node instead of 27 x the y rule."""
     q, tops = q0, [q0]
     for _ in range(steps):
         qh = a * mse.iso_qhat(channel, q, n_gh=1) + side_info
         q = qh / (1 + qh)
         tops.append(q)
     return bool(np.all(np.diff(tops) > 0))
-
-
-def staircase(channel, *, alpha_lo=0.05, alpha_hi=20.0, rtol=1e-3, side_info=1e-12, bisection=True):
-    """The stages of the grand staircase: list of `Stage`."""
-    p = channel.p
-    stages = []
-    P_T, _ = trivial_subspace(channel)
-    if np.trace(P_T) > 0.5:
-        stages.append(Stage(KIND_TRIVIAL, 0.0, 0.0, P_T))
-        if channel.name == "committee3":
-            stages.append(committee_specialisation(channel, alpha_hi=max(alpha_hi, 40.0), rtol=rtol,
-                                                   bisection=bisection))
-        return stages
-    a_c, P_easy, _ = easy_threshold(channel)
-    if not np.isfinite(a_c):
-        stages.append(Stage(KIND_HARD, np.inf, np.inf, np.zeros((p, p))))
-        return stages
-    # norm2 in p = 3 has no g_out within the quadrature budget: its bisection is left NaN (not stored
-    # as a value)
-    can = bisection and not (channel.name == "norm2" and channel.p > 2)
-    a_b = bisect_easy(channel, alpha_lo, alpha_hi, rtol, side_info, guess=a_c) if can else np.nan
-    stages.append(Stage(KIND_EASY, a_c, a_b, P_easy))
-    if channel.name == "staircase":
-        stages.extend(staircase_later(channel, P_easy, alpha_hi=alpha_hi, rtol=rtol, side_info=side_info,
-                                      bisection=bisection))
-    elif np.trace(P_easy) < p - 0.5:
-        stages.append(Stage(KIND_HARD, np.inf, np.inf, P_easy))
-    return stages
 
 
 # ---------------------------------------------------------------------------------------------
@@ -258,22 +212,6 @@ def staircase_m1(channel, alpha, *, n_mc=40000, max_iter=2000, side_info=1e-8, r
 def m1_perfect(channel, a):
     """The perfect-recovery bisection's predicate of z1^2 + sign(z1 z2 z3) at one alpha: m1 > 0.99."""
     return bool(staircase_m1(channel, a) > 0.99)
-
-
-def staircase_later(channel, P1, *, alpha_hi, rtol, side_info, bisection):
-    """Stage 2: z1 jumps to perfect recovery at alpha_perf (first order; bisection of the 1-D SE);
-    then (z2, z3) given z1 is exactly the sign(z2 z3) channel: alpha_perp = 1 / lambda_max(F_sign2)
-    (= pi^2/4). The (z2, z3) block is learned at max(alpha_perf, alpha_perp)."""
-    lo = 0.5
-    a_perf = bisect_alpha(lambda a: m1_perfect(channel, a), lo, alpha_hi, max(rtol, 2e-3))
-    sign2 = SignZ1Z2()
-    a_perp, _, _ = easy_threshold(sign2)
-    a_perp_b = bisect_easy(sign2, 0.5, alpha_hi, rtol, side_info, guess=a_perp) if bisection else np.nan
-    full = np.eye(3)
-    stages = [Stage(KIND_FIRST_ORDER, a_perf, a_perf, P1)]
-    kind = KIND_EASY if a_perp > a_perf else KIND_FIRST_ORDER
-    stages.append(Stage(kind, max(a_perf, a_perp), max(a_perf, a_perp_b), full))
-    return stages
 
 
 # ---------------------------------------------------------------------------------------------
@@ -392,16 +330,6 @@ def committee_grows(channel, a, delta=1e-5, steps=3):
     return bool(np.all(np.diff(tops) > 0))
 
 
-def committee_specialisation(channel, *, alpha_hi=40.0, rtol=1e-3, bisection=True):
-    """alpha_spec: alpha lambda_perp(m_par(alpha)) = 1 (stability), and the SE bisection of the growth
-    of the perp block from the branch fixed point (quadrature SE, 3 x 3)."""
-    a_s, lo = committee_stability(channel, alpha_hi)
-    a_b = np.nan
-    if bisection and np.isfinite(a_s):
-        a_b = bisect_alpha(lambda a: committee_grows(channel, a), 0.5 * lo, alpha_hi, rtol, guess=a_s)
-    return Stage(KIND_EASY, a_s, a_b, np.eye(3))
-
-
 # ---------------------------------------------------------------------------------------------
 # the staircase as a graph of tasks (threshold method version 2)
 def stage_work(channel, what, *, alpha=None, alpha_hi=20.0, side_info=1e-12):
@@ -440,11 +368,19 @@ def stage_work(channel, what, *, alpha=None, alpha_hi=20.0, side_info=1e-12):
 
 def staircase_route(channel, make, *, alpha_lo=0.05, alpha_hi=20.0, rtol=1e-3, side_info=1e-12, bisection=True,
                     k=4):
-    """`staircase` as a route (core/search.py): the "stability" work, then the SE bisections side by
-    side, each a k-section (`section_search`) started, as `bisect_alpha` is, near its stability value
-    when there is one (probes at the guess and guess (1 + 5%), (1 - 5%), (1 + 10%)), with
-    bisect_alpha's ends (lo if learned at lo, inf if not at hi). `make(what, **kwargs)` -> (fn, kwargs)
-    of the work computing `stage_work(channel, what, **kwargs)`. Returns the list of `Stage`s."""
+    """The stages of the grand staircase (a route, core/search.py): the "stability" work, then the SE
+    bisections side by side, each a k-section (`section_search`) started near its stability value when
+    there is one (probes at the guess and guess (1 + 5%), (1 - 5%), (1 + 10%)), valued lo if learned at lo
+    and inf if not at hi. `make(what, **kwargs)` -> (fn, kwargs) of the work computing
+    `stage_work(channel, what, **kwargs)`. Returns the list of `Stage`s.
+
+    The stages: the trivial subspace (learned at alpha = 0); for committee3 then the specialisation,
+    alpha lambda_perp(m_par(alpha)) = 1 by stability (`committee_stability`) and by the growth of the perp
+    block from the branch fixed point (`committee_grows`). Otherwise the easy stage (or a hard one); for
+    z1^2 + sign(z1 z2 z3) then z1's first-order jump to perfect recovery at alpha_perf (the 1-D SE,
+    `m1_perfect`), after which (z2, z3) given z1 is exactly the sign(z2 z3) channel, alpha_perp = 1 /
+    lambda_max(F_sign2) (= pi^2/4): the (z2, z3) block is learned at max(alpha_perf, alpha_perp). norm2 in
+    p = 3 has no g_out within the quadrature budget: its bisection is left NaN."""
     p = channel.p
     st = yield from single(Work("stability", *make("stability", alpha_hi=alpha_hi)))
 
@@ -464,7 +400,7 @@ def staircase_route(channel, make, *, alpha_lo=0.05, alpha_hi=20.0, rtol=1e-3, s
     a_c, P_easy = st["easy"]
     if not np.isfinite(a_c):
         return [Stage(KIND_HARD, np.inf, np.inf, np.zeros((p, p)))]
-    can = bisection and not (channel.name == "norm2" and channel.p > 2)  # as `staircase`
+    can = bisection and not (channel.name == "norm2" and channel.p > 2)
     routes = {}
     if can:
         routes["easy"] = search("easy", alpha_lo, alpha_hi, rtol, guess=a_c)

@@ -70,11 +70,11 @@ def erm_rows(results, reference):
                 eq, bis = scalar(sub[f"alpha_{name}_equation"]), scalar(sub[f"alpha_{name}_bisection"])
                 if not (np.isfinite(eq) and np.isfinite(bis)):
                     continue
-                if name == "sr":  # noiseless lam -> 0+, convex student kappa = 2 (thresholds.alpha_sr_bisection)
+                if name == "sr":  # noiseless lam -> 0+, convex student kappa = 2 (the route model.erm_sr_route)
                     cut, side, what = setting(ds, "mse_cut"), -1, "test error"
                     curve = erm_mod.erm_curve(float(point["kappa_star"]), 2.0, 0.0, 0.0)
                     value = lambda a, c=curve: c.at_alpha(a).test_error  # noqa: E731
-                else:  # thresholds.alpha_interp_bisection at lam_small
+                else:  # the route model.erm_interp_route, at lam_small
                     cut, side, what = setting(ds, "train_cut"), 1, "training loss"
                     curve = erm_mod.erm_curve(float(point["kappa_star"]), float(point["kappa"]),
                                               float(point["delta"]), setting(ds, "lam_small"))

@@ -32,12 +32,14 @@ from seqphase.core.quadratic import gamp as gamp_mod
 from seqphase.core.quadratic import gd as gd_mod
 from seqphase.core.quadratic import se as se_mod
 from seqphase.core.quadratic import thresholds
-from seqphase.core.search import K_SETTING, section_search, side_by_side, single
+from seqphase.core.search import (BISECTION_K_SETTING, K_SETTING, relative_gap, section_search, side_by_side, single,
+                                  threshold_variables)
 
 _THRESHOLD_SETTINGS = {
     "mse_cut": Param("mse_cut", "float", "SE error (paper units) below which the bisection counts alpha as "
                      "perfectly recovered", 1e-4, low=0.0, high=0.1),
     "rtol": Param("rtol", "float", "relative width at which the bisection stops", 1e-9, low=0.0, high=0.1),
+    "k": BISECTION_K_SETTING,
 }
 
 
@@ -66,18 +68,17 @@ class Threshold(Method):
     """alpha_PR(kappa) two ways (noiseless)."""
 
     def layout(self, settings):
-        return Layout({}, {
-            "alpha_closed_form": Variable((), "f8", "kappa - kappa^2/2 (kappa < 1), 1/2 (kappa >= 1)"),
-            "alpha_bisection": Variable((), "f8", "smallest alpha with noiseless SE error < mse_cut"),
-            "relative_gap": Variable((), "f8", "|closed form - bisection| / closed form"),
-        })
+        return Layout({}, threshold_variables("alpha_closed_form", "kappa - kappa^2/2 (kappa < 1), 1/2 (kappa >= 1)",
+                                              "smallest alpha with noiseless SE error < mse_cut"))
 
-    def run(self, params, settings, seed_sequence):
-        kappa = params["kappa"]
-        closed = thresholds.alpha_pr(kappa)
-        bisection = thresholds.alpha_pr_bisection(kappa, mse_cut=settings["mse_cut"], rtol=settings["rtol"])
+    def tasks(self, params, settings, seed_sequence):
+        """The point as a graph: the bisection on the SE in rounds of k probes (`search.section_search`, the
+        bisection placement: the serial bisection's value whatever k); the closed form here."""
+        closed = thresholds.alpha_pr(params["kappa"])
+        bisection, _, _ = yield from thresholds.alpha_pr_bisection_route(
+            params["kappa"], mse_cut=settings["mse_cut"], rtol=settings["rtol"], k=settings["k"])
         return {"alpha_closed_form": closed, "alpha_bisection": bisection,
-                "relative_gap": thresholds.relative_gap(closed, bisection)}
+                "relative_gap": relative_gap(closed, bisection)}
 
     def figure(self, plt, ds, companions):
         return figures.plot_thresholds(plt, ds, companions)
@@ -212,7 +213,7 @@ class QuadraticModel(Model):
                 "se": SE({}, version=1, doc="Bayes-optimal error from the scalar equation (spec B2)"),
                 "threshold": Threshold(_THRESHOLD_SETTINGS, version=1,
                                        doc="perfect-recovery alpha_PR(kappa), closed form and SE bisection",
-                                       excludes=("alpha", "delta")),
+                                       excludes=("alpha", "delta"), later_settings=("k",)),
                 "gamp": GAMP(_GAMP_SETTINGS, version=1, doc="GAMP-RIE on finite instances against the SE (spec B3)"),
                 "gd": GD(_GD_SETTINGS, version=1, doc="full-batch GD and averaged GD from N(0, 1) initialisations "
                          "against the SE (spec B4)"),
@@ -290,6 +291,33 @@ def erm_search_work(what, kappa_star, kappa, delta, lam, alpha=None, cut=None):
     raise ValueError(f"unknown ERM threshold work {what!r}")
 
 
+def erm_interp_route(common, *, train_cut, rtol, k):
+    """alpha_interp by the curve (a route): the smallest alpha whose SE training loss at weight decay
+    common["lam"] exceeds train_cut, a k-section (`search.section_search`, one SE point a probe) of the
+    bracket work's [1.01 x the lowest alpha of the SE table, min(5, 0.99 x its highest)]; inf when the loss
+    stays below the cut there, NaN when the table cannot be mapped onto alpha. Returns (value, bracket ends).
+
+    In the interpolating phase train_loss = lam^2 alpha xi / q^2 = O(lam^2) (q = O(1)); beyond alpha_interp it
+    grows like (alpha - alpha_interp)^2 (the residual ~ 1 - J/alpha). Interpolating points count as such while
+    q > lam sqrt(alpha xi / train_cut) (3e-3 at the defaults). Near alpha_interp with label noise the
+    xi-continuation folds (the test-error peak); erm.ERMCurve.at_alpha then solves on the traced fold (erm.Fold)."""
+    bracket = yield from single(Work("interp-bracket", erm_search_work, dict(common, what="interp-bracket")))
+    if bracket is None:  # the table cannot be mapped onto alpha (erm.ERMCurveError)
+        return math.nan, math.nan, math.nan
+    return (yield from section_search(
+        "interp", lambda a: (erm_search_work, dict(common, what="interp", alpha=a, cut=train_cut)),
+        bracket[0], bracket[1], rtol, k, false_at_hi=math.inf))
+
+
+def erm_sr_route(common, *, mse_cut, rtol, k):
+    """alpha_SR by the curve (a route): the smallest alpha whose noiseless lam -> 0+ SE test error (convex
+    student, kappa = 2) is below mse_cut, a k-section of the bracket work's [1.01 x the lowest alpha of the
+    SE table, 1]. Returns (value, bracket ends)."""
+    lo, hi = yield from single(Work("sr-bracket", erm_search_work, dict(common, what="sr-bracket")))
+    return (yield from section_search(
+        "sr", lambda a: (erm_search_work, dict(common, what="sr", alpha=a, cut=mse_cut)), lo, hi, rtol, k))
+
+
 class ERMThreshold(Method):
     """alpha_interp(kappa_star, kappa, delta) (lam -> 0+) and the noiseless alpha_SR(kappa_star), two routes each."""
 
@@ -308,36 +336,17 @@ class ERMThreshold(Method):
 
     def tasks(self, params, settings, seed_sequence):
         """The point as a graph (version 2): the two dedicated equations (one work each) and the two
-        searches side by side; a search is a bracket work (the SE table's alpha range) and then rounds of
-        k probes (`search.section_search`, one SE point at one alpha a probe)."""
-        ks, kappa, delta = params["kappa_star"], params["kappa"], params["delta"]
-        lam, k, rtol = settings["lam_small"], settings["k"], settings["rtol"]
-        common = {"kappa_star": ks, "kappa": kappa, "delta": delta, "lam": lam}
-
-        def interp():
-            bracket = yield from single(Work("interp-bracket", erm_search_work, dict(common, what="interp-bracket")))
-            if bracket is None:  # the table cannot be mapped onto alpha (erm.ERMCurveError)
-                return math.nan
-            value, _, _ = yield from section_search(
-                "interp", lambda a: (erm_search_work, dict(common, what="interp", alpha=a,
-                                                           cut=settings["train_cut"])),
-                bracket[0], bracket[1], rtol, k, false_at_hi=math.inf)
-            return value
-
-        def sr():
-            lo, hi = yield from single(Work("sr-bracket", erm_search_work, dict(common, what="sr-bracket")))
-            value, _, _ = yield from section_search(
-                "sr", lambda a: (erm_search_work, dict(common, what="sr", alpha=a, cut=settings["mse_cut"])),
-                lo, hi, rtol, k)
-            return value
-
-        eq, bis, sr_eq, sr_bis = yield from side_by_side([
-            single(Work("interp-equation", erm_search_work, dict(common, what="interp-equation"))), interp(),
-            single(Work("sr-equation", erm_search_work, dict(common, what="sr-equation"))), sr()])
-        gap = 0.0 if eq == bis == math.inf else thresholds.relative_gap(eq, bis)
-        return {"alpha_interp_equation": eq, "alpha_interp_bisection": bis, "alpha_interp_gap": gap,
-                "alpha_sr_equation": sr_eq, "alpha_sr_bisection": sr_bis,
-                "alpha_sr_gap": thresholds.relative_gap(sr_eq, sr_bis)}
+        searches side by side (`erm_interp_route`, `erm_sr_route`)."""
+        common = {"kappa_star": params["kappa_star"], "kappa": params["kappa"], "delta": params["delta"],
+                  "lam": settings["lam_small"]}
+        search = {"rtol": settings["rtol"], "k": settings["k"]}
+        eq, (bis, _, _), sr_eq, (sr_bis, _, _) = yield from side_by_side([
+            single(Work("interp-equation", erm_search_work, dict(common, what="interp-equation"))),
+            erm_interp_route(common, train_cut=settings["train_cut"], **search),
+            single(Work("sr-equation", erm_search_work, dict(common, what="sr-equation"))),
+            erm_sr_route(common, mse_cut=settings["mse_cut"], **search)])
+        return {"alpha_interp_equation": eq, "alpha_interp_bisection": bis, "alpha_interp_gap": relative_gap(eq, bis),
+                "alpha_sr_equation": sr_eq, "alpha_sr_bisection": sr_bis, "alpha_sr_gap": relative_gap(sr_eq, sr_bis)}
 
     def figure(self, plt, ds, companions):
         return figures.plot_erm_thresholds(plt, ds, companions)

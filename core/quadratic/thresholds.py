@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import math
 
-from seqphase.core.numerics import bisect_monotone
 from seqphase.core.quadratic import se
 from seqphase.core.quadratic.channels import check_kappa
+from seqphase.core.search import section_search
 
 
 def alpha_pr(kappa):
@@ -25,20 +25,18 @@ def alpha_pr(kappa):
     return kappa - kappa * kappa / 2.0 if kappa < 1.0 else 0.5
 
 
-def alpha_pr_bisection(kappa, *, mse_cut=1e-4, rtol=1e-9):
-    """Smallest alpha with noiseless SE error < mse_cut (paper units), by bisection on [1e-3 alpha_PR, 2]."""
+def recovered(alpha, kappa, mse_cut):
+    """The bisection's predicate at one alpha (one probe): noiseless SE error < mse_cut (paper units)."""
+    return bool(se.bo_state(alpha, kappa, 0.0).mse < mse_cut)
+
+
+def alpha_pr_bisection_route(kappa, *, mse_cut=1e-4, rtol=1e-9, k=1):
+    """Smallest alpha with noiseless SE error < mse_cut (paper units), by bisection on [1e-3 alpha_PR, 2]:
+    a route of rounds of k probes (core/search.py, the bisection placement: the serial bisection's value
+    whatever k). Returns (value, bracket ends); NaN when the bracket holds no transition."""
     kappa = check_kappa(kappa)
-
-    def recovered(alpha):
-        return se.bo_state(alpha, kappa, 0.0).mse < mse_cut
-
-    return bisect_monotone(recovered, 1e-3 * alpha_pr(kappa), 2.0, rtol)
-
-
-def relative_gap(a, b):
-    if not (math.isfinite(a) and math.isfinite(b)) or a == 0:
-        return math.nan
-    return abs(a - b) / abs(a)
+    return section_search("bisection", lambda a: (recovered, {"alpha": a, "kappa": kappa, "mse_cut": mse_cut}),
+                          1e-3 * alpha_pr(kappa), 2.0, rtol, k, placement="bisection")
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -52,14 +50,16 @@ def relative_gap(a, b):
 #     u ~ semicircle of variance (1 - kappa_star)/2 (the GOE block on the null space of S*, per sqrt(d)); t is the
 #     threshold q / sqrt(xi) up to scale; 1/2 for kappa_star >= 1 (S* in the interior: a half-space). This is the
 #     asymptotic form of the SE at small xi, derived independently of the quadrature (no 0/0).
-#   - curve (`alpha_sr_bisection`): the smallest alpha whose SE test error is < mse_cut, by bisection on the
-#     continuation (erm.py, which evaluates E without the O(1) cancellation down to xi = 1e-10).
+#   - curve (stored as `alpha_sr_bisection`; `sr_recovered` a probe of model.erm_sr_route): the smallest alpha
+#     whose SE test error is < mse_cut, searched on the continuation (erm.py, which evaluates E without the O(1)
+#     cancellation down to xi = 1e-10).
 # * Interpolation alpha_interp(kappa_star, kappa, delta), lam -> 0+:
 #   - dedicated equation (`alpha_interp_equation`): on the q = 0 branch, interpolation (J = alpha) starts where
 #     alpha(xi, q = 0) = J(xi, 0) = integral_{x > omega+} rho h x; root in xi by brentq (bracketed on a log
 #     grid), alpha_interp = alpha(xi*, 0).
-#   - curve (`alpha_interp_bisection`): the smallest alpha whose SE training loss at a small lam > 0 (full
-#     q-equation, no lam -> 0+ branch logic) exceeds train_cut.
+#   - curve (stored as `alpha_interp_bisection`; `interp_exceeded` a probe of model.erm_interp_route): the
+#     smallest alpha whose SE training loss at a small lam > 0 (full q-equation, no lam -> 0+ branch logic)
+#     exceeds train_cut.
 #   With delta = 0 and kappa >= kappa_star the student interpolates at every alpha (S* is feasible): inf.
 
 import numpy as np  # noqa: E402  (appended section)
@@ -92,12 +92,6 @@ def alpha_sr_statistical_dimension(kappa_star):
 
     res = optimize.minimize_scalar(excess, bounds=(0.0, 2.0 * s), method="bounded", options={"xatol": 1e-12})
     return k - k * k / 2.0 + float(res.fun), float(res.x)
-
-
-def alpha_sr_bisection(kappa_star, *, mse_cut=1e-6, rtol=1e-9):
-    """Smallest alpha with noiseless lam -> 0+ SE test error (S' units) < mse_cut, convex student (kappa = 2)."""
-    lo, hi = sr_bracket(kappa_star)
-    return bisect_monotone(lambda alpha: sr_recovered(kappa_star, alpha, mse_cut=mse_cut), lo, hi, rtol)
 
 
 def sr_bracket(kappa_star):
@@ -138,23 +132,6 @@ def alpha_interp_equation(kappa_star, kappa, delta, *, xi_lo=1e-8, xi_hi=1e6, po
     xi_star = math.exp(optimize.brentq(lambda v: interpolation_criterion(curve, math.exp(v))[0],
                                        math.log(grid[i]), math.log(grid[i + 1]), xtol=1e-13, rtol=1e-13))
     return interpolation_criterion(curve, xi_star)[1]
-
-
-def alpha_interp_bisection(kappa_star, kappa, delta, *, lam=1e-7, train_cut=1e-9, rtol=1e-7, alpha_max=5.0):
-    """Smallest alpha whose SE training loss at weight decay lam exceeds train_cut (inf if none up to alpha_max).
-
-    In the interpolating phase train_loss = lam^2 alpha xi / q^2 = O(lam^2) (q = O(1)); beyond alpha_interp it
-    grows like (alpha - alpha_interp)^2 (the residual ~ 1 - J/alpha). Interpolating points count as such while
-    q > lam sqrt(alpha xi / train_cut) (3e-3 at the defaults). Near alpha_interp with label noise the
-    xi-continuation folds (the test-error peak); erm.ERMCurve.at_alpha then solves on the traced fold (erm.Fold)."""
-    lo, hi = interp_bracket(kappa_star, kappa, delta, lam, alpha_max=alpha_max)
-
-    def not_interpolating(alpha):
-        return interp_exceeded(kappa_star, kappa, delta, lam, alpha, train_cut=train_cut)
-
-    if not not_interpolating(hi):
-        return math.inf
-    return bisect_monotone(not_interpolating, lo, hi, rtol)
 
 
 def interp_bracket(kappa_star, kappa, delta, lam, *, alpha_max=5.0):

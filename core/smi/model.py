@@ -32,6 +32,7 @@ from seqphase.core import gamp, onset
 from seqphase.core.errors import ParameterError
 from seqphase.core.models import REQUIRED, Layout, Method, Model, Param, SeededMethod, Variable, children
 from seqphase.core.numerics import pad_matrix
+from seqphase.core.search import K_SETTING
 from seqphase.core.smi import figures
 from seqphase.core.smi import gamp as sgamp
 from seqphase.core.smi import se as sse
@@ -81,8 +82,7 @@ _THR = {
     "delta": _f("delta", "size of the perturbation whose growth the SE-map route follows", 1e-6, 0.0, 1e-3),
     "n_steps": _i("n_steps", "SE iterations of the SE-map route per alpha (the growth over the last)", 2, 1, 50),
     "bisection": Param("bisection", "bool", "also locate both thresholds by the SE map's growth rate", True),
-    "k": _i("k", "probes per round of the root searches, evaluated side by side (a k-section; not the number "
-            "of workers, so that a point's value does not depend on the cluster)", 4, 2, 64),
+    "k": K_SETTING,
     "block": _i("block", "posterior evaluations per work (a power of 2) where the posterior uses its plain grid "
                 "(c >~ 0.4: ~0.1 ms each, ~0.5 s a work)", 4096, 64, 1 << 20),
     "block_strip": _i("block_strip", "posterior evaluations per work (a power of 2) where it uses strip "

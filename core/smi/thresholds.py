@@ -30,15 +30,17 @@ As a graph of tasks (version 6). Every quantity above is a mean over the point s
 pass (`Pass`: the Q = 0 moments, one point of the layer-2 curve, or sum g g^T at one overlap Q) is a
 sum over blocks of draws: a block is one work (`block_sums`), which regenerates its rows of the
 scrambled Sobol set from the point's stream, and the driver adds the blocks' sums up (`add_sums`). The
-routes are *processes*: generators that yield the passes they need next (a list: side by side) and
-receive their sums; `parallel` runs several processes side by side (the two layers' routes, the probes
-of a search), and `as_tasks` turns a process into a `Method.tasks` generator. The root searches that
-version 5 ran one evaluation at a time (false position) are rounds of k probes (`search`: k probes over
+routes are *processes*: routes (core/search.py) whose works are passes; they yield the passes they need
+next and receive {pass key: sums}, `side_by_side` runs several of them at once (the two layers' routes,
+the probes of a search; a pass two of them ask for is computed once), and `as_tasks` turns a process into
+a `Method.tasks` generator, a pass into its blocks. The root searches that version 5 ran one evaluation at
+a time (false position) are rounds of k probes (`section_search` with the guided placement: k probes over
 the bracket, then two at the interpolated root +- half the tolerance beside k - 2 section points); every
-probe is a pass of its own. k is a
-setting, not the number of workers, so a point's value does not depend on the cluster. What version 6
-changes in the numbers: the sums are added block by block (rounding), and the searches' final brackets
-differ (the same root of the same sampled function, within the search's rtol; docs/validation/smi.md, the table).
+probe is a pass of its own, and the one-step rate of the last layer, which needs no pass, is bisected in
+this process (`search.bisect`). k is a setting, not the number of workers, so a point's value does not
+depend on the cluster. What version 6 changes in the numbers: the sums are added block by block
+(rounding), and the searches' final brackets differ (the same root of the same sampled function, within
+the search's rtol; docs/validation/smi.md, the table).
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ import numpy as np
 
 from seqphase.core.models import Work, children, drive
 from seqphase.core.numerics import sym
-from seqphase.core.search import start_all
+from seqphase.core.search import bisect, section_search, side_by_side, single
 from seqphase.core.smi import se
 from seqphase.core.smi.channels import AttentionChannel
 
@@ -206,9 +208,11 @@ class Pass:
     points: Points
     arg: object = None
 
+    @property
     def key(self):
         """A name for the pass that is the same on every run of the point and names what it computes
-        (file-name safe: the driver keeps finished blocks under it)."""
+        (file-name safe: the driver keeps finished blocks under it); equal passes share it, so routes run
+        side by side that ask for one pass compute it once."""
         text = repr((self.kind, self.points.n, self.points.ring, self.arg))
         return f"{self.kind}-{hashlib.blake2b(text.encode(), digest_size=6).hexdigest()}"
 
@@ -254,34 +258,10 @@ def block_sums(kind, arg, ring, start, stop, skip, depth, eps, entropy, spawn_ke
     return _sums(channel, kind, arg, points, eps)
 
 
-def parallel(processes):
-    """Run processes side by side: each yields lists of passes and receives their sums. Every round, the
-    passes of all processes still running go out as one list (so they are computed together), and each
-    process gets back the sums of its own; returns the processes' return values, in order."""
-    processes = list(processes)
-    asks, values = start_all(processes)
-    while asks:
-        order = list(asks.items())
-        answers = yield [pas for _, passes in order for pas in passes]
-        asks, at = {}, 0
-        for i, passes in order:
-            mine, at = answers[at:at + len(passes)], at + len(passes)
-            try:
-                asks[i] = processes[i].send(mine)
-            except StopIteration as stop:
-                values[i] = stop.value
-    return values
-
-
-def one(pas):
-    """A process that computes one pass and returns its sums."""
-    return (yield [pas])[0]
-
-
 def as_tasks(process, works_of):
-    """The `Method.tasks` form of a process: each round's passes become works (`works_of(pass)`: its
-    blocks), the blocks' sums are added up in block order and sent back. A pass asked for again later
-    is not recomputed."""
+    """The `Method.tasks` form of a process (a route whose works are passes, core/search.py): each round's
+    passes become works (`works_of(pass)`: its blocks), the blocks' sums are added up in block order and
+    sent back as {pass key: sums}. A pass asked for again later is not recomputed."""
     done = {}
     answers = None
     while True:
@@ -291,20 +271,20 @@ def as_tasks(process, works_of):
             return stop.value
         todo = {}
         for pas in passes:
-            if pas.key() not in done and pas.key() not in todo:
-                todo[pas.key()] = works_of(pas)
+            if pas.key not in done and pas.key not in todo:
+                todo[pas.key] = works_of(pas)
         if todo:
             results = yield [work for works in todo.values() for work in works]
             for key, works in todo.items():
                 done[key] = add_sums([results[work.key] for work in works])
-        answers = [done[pas.key()] for pas in passes]
+        answers = {pas.key: done[pas.key] for pas in passes}
 
 
 def solve(process, channel, draws, eps=1e-3):
     """Run a process in this process on `draws`, each pass in one go (`pass_sums`): the routes as plain
     functions, for tests and exploration."""
     def works_of(pas):
-        return [Work(pas.key(), pass_sums, {"channel": channel, "pas": pas, "draws": draws, "eps": eps})]
+        return [Work(pas.key, pass_sums, {"channel": channel, "pas": pas, "draws": draws, "eps": eps})]
 
     return drive(as_tasks(process, works_of))
 
@@ -313,96 +293,10 @@ def block_works(pas, block, common):
     """The works of a pass: blocks of `block` evaluations (a ring-paired pass evaluates each draw twice,
     so its blocks hold block / 2 draws), keyed by the pass and the block's index."""
     size = max(block // 2, 1) if pas.points.ring else block
-    return [Work(f"{pas.key()}-{j}", block_sums,
+    return [Work(f"{pas.key}-{j}", block_sums,
                  dict(common, kind=pas.kind, arg=pas.arg, ring=list(pas.points.ring), start=start,
                       stop=min(start + size, pas.points.n)))
             for j, start in enumerate(range(0, pas.points.n, size))]
-
-
-# -- root searches in rounds of parallel probes ---------------------------------------------------------
-def _bracket(logs):
-    """(a, b): the adjacent probes around the first crossing of log f (log f(a) <= 0 < log f(b)); (top,
-    None) when no probe has log f > 0, (None, bottom) when every probe has."""
-    xs = sorted(logs)
-    up = [x for x in xs if logs[x] > 0]
-    if not up:
-        return xs[-1], None
-    below = [x for x in xs if x < up[0]]
-    return (below[-1] if below else None), up[0]
-
-
-def _root_estimate(logs, a, b):
-    """Where log f crosses 0 in [a, b]: inverse quadratic interpolation through a, b and the probe
-    nearest to the bracket (log f is smooth, so this is far closer than the secant once the probes are
-    spread), the secant when there is no third probe or the estimate leaves the bracket."""
-    fa, fb = logs[a], logs[b]
-    secant = a - fa * (b - a) / (fb - fa)
-    others = [x for x in logs if x not in (a, b)]
-    if not others:
-        return secant
-    c = min(others, key=lambda x: a - x if x < a else x - b)
-    fc = logs[c]
-    if len({fa, fb, fc}) < 3:
-        return secant
-    m = (a * fb * fc / ((fa - fb) * (fa - fc)) + b * fa * fc / ((fb - fa) * (fb - fc))
-         + c * fa * fb / ((fc - fa) * (fc - fb)))
-    return m if a < m < b else secant
-
-
-def search(f, lo, hi, rtol, floor, cap, k=4, max_rounds=60):
-    """Root of log f(x) (f > 0, increasing; f(x) a process) in rounds of k probes evaluated side by side.
-    Round one: k points from lo to hi (both included). While no probe has f > 1: k points from the top
-    probe up to `cap` (cap included; (inf, cap, inf) if f <= 1 there); while every probe has f > 1: k
-    points from `floor` (included) up to the lowest ((floor, -inf, floor) if f > 1 there). With a bracket
-    [a, b] (f(a) <= 1 < f(b), the adjacent probes around the first crossing): done when b - a <= rtol b;
-    else the next round is a k-section of [a, b] when that reaches the tolerance, otherwise two probes at
-    the estimated root (`_root_estimate`) +- rtol a / 2 (when the estimate is that close, this round ends
-    the search) and k - 2 section points; a round of estimated probes that did not halve the bracket is
-    followed by a plain k-section, so every two rounds shrink it by k + 1 at least. Returns (root, a, b):
-    the root by linear interpolation of log f in the final bracket, (x, x, x) when a bracket end has
-    |log f| < 1e-6. The same root as version 5's false position on the same function, within rtol."""
-    if k < 2:
-        raise ValueError(f"search needs k >= 2 probes a round, got {k}")
-    logs = {}
-
-    def probe(xs):
-        xs = sorted({float(x) for x in xs} - set(logs))
-        values = yield from parallel([f(x) for x in xs])
-        logs.update(zip(xs, np.log(values)))
-
-    yield from probe([lo + (hi - lo) * j / (k - 1) for j in range(k)])
-    section_next = False
-    for _ in range(max_rounds):
-        a, b = _bracket(logs)
-        if b is None:  # the root lies above every probe
-            if a >= cap:
-                return np.inf, cap, np.inf
-            yield from probe([a + (cap - a) * j / k for j in range(1, k + 1)])
-            continue
-        if a is None:  # below every probe
-            if b <= floor:
-                return floor, -np.inf, floor
-            yield from probe([floor + (b - floor) * j / k for j in range(k)])
-            continue
-        for x in (a, b):
-            if abs(logs[x]) < 1e-6:
-                return x, x, x
-        fa, fb = logs[a], logs[b]
-        if b - a <= rtol * b:
-            return a - fa * (b - a) / (fb - fa), a, b
-        tau = rtol * a  # two probes tau apart around the root end the search
-        guided = not section_next and b - a > (k + 1) * tau
-        xs = []
-        if guided:
-            m = _root_estimate(logs, a, b)
-            xs = [x for x in (m - 0.5 * tau, m + 0.5 * tau) if a < x < b]
-        rest = k - len(xs)
-        xs += [a + (b - a) * j / (rest + 1) for j in range(1, rest + 1)]
-        yield from probe(xs)
-        a2, b2 = _bracket(logs)
-        section_next = guided and (a2 is None or b2 is None or b2 - a2 > 0.5 * (b - a))
-    raise RuntimeError(f"threshold: the root search did not narrow [{lo:g}, {hi:g}] to rtol = {rtol:g} in "
-                       f"{max_rounds} rounds")
 
 
 @dataclass
@@ -442,7 +336,7 @@ def alpha2_map(p, points, *, delta=1e-6, n_steps=2, rtol=2e-3, lo=1e-3, hi=10.0,
     already at lo, or if max_walk walks do not bracket the root."""
     last = p - 1
     Q0 = delta * np.eye(p)
-    E0 = _qhat((yield [_gg(points, Q0)])[0], 1.0)
+    E0 = _qhat((yield from single(_gg(points, Q0))), 1.0)
 
     def rate1(alpha):
         return se.prior_step(alpha * E0)[last, last] / Q0[last, last]
@@ -450,7 +344,7 @@ def alpha2_map(p, points, *, delta=1e-6, n_steps=2, rtol=2e-3, lo=1e-3, hi=10.0,
     def rate(alpha):
         Q_prev, Q = Q0, se.prior_step(alpha * E0)
         for _ in range(n_steps - 1):
-            Q_prev, Q = Q, se.prior_step(_qhat((yield [_gg(points, Q)])[0], alpha))
+            Q_prev, Q = Q, se.prior_step(_qhat((yield from single(_gg(points, Q))), alpha))
         return Q[last, last] / Q_prev[last, last]
 
     if rate1(hi) <= 1.0:
@@ -458,17 +352,12 @@ def alpha2_map(p, points, *, delta=1e-6, n_steps=2, rtol=2e-3, lo=1e-3, hi=10.0,
                            f"(growth factor {rate1(hi):.4g}); no last-layer transition")
     if rate1(lo) > 1.0:
         raise RuntimeError(f"threshold: the last layer's SE map grows already at alpha = {lo:g}")
-    a, b = lo, hi
-    for _ in range(200):  # one-step rate: bisection in log alpha, no posterior pass
-        m = np.sqrt(a * b)
-        a, b = (m, b) if rate1(m) <= 1.0 else (a, m)
-        if b - a <= 1e-3 * rtol * b:
-            break
-    guess = np.sqrt(a * b)
+    # the one-step rate: bisection in log alpha (geometric midpoints) to 1e-3 rtol, no posterior pass
+    guess, a, b = bisect(lambda alpha: not rate1(alpha) <= 1.0, lo, hi, 1e-3 * rtol, geometric=True)
     if n_steps <= 1:
         return Root(float(np.exp(_log_interp(np.log(a), rate1(a), np.log(b), rate1(b)))), a, b)
     a, b = guess * (1 - rtol), guess * (1 + rtol)
-    ra, rb = yield from parallel([rate(a), rate(b)])
+    ra, rb = yield from side_by_side([rate(a), rate(b)])
     if ra <= 1.0 < rb:
         return Root(float(np.exp(_log_interp(np.log(a), ra, np.log(b), rb))), a, b)
     w, down = b - a, ra > 1.0
@@ -476,7 +365,7 @@ def alpha2_map(p, points, *, delta=1e-6, n_steps=2, rtol=2e-3, lo=1e-3, hi=10.0,
     walked = 0
     while walked < max_walk:
         xs = [edge - (i + 1) * w if down else edge + (i + 1) * w for i in range(min(k, max_walk - walked))]
-        rs = yield from parallel([rate(x) for x in xs])
+        rs = yield from side_by_side([rate(x) for x in xs])
         for x, r in zip(xs, rs):
             walked += 1
             if down and r <= 1.0:
@@ -506,18 +395,18 @@ def first_layer_rate(q, points, *, delta=1e-6, n_steps=2):
     onto itself) and the first iterate; `n_steps` - 1 more passes follow at that alpha. Returns (alpha,
     growth factor of Q11 over the last iteration)."""
     Q0 = np.diag([delta, q])
-    E = _qhat((yield [_gg(points, Q0)])[0], 1.0)
+    E = _qhat((yield from single(_gg(points, Q0))), 1.0)
     alpha = q / ((1.0 - q) * E[1, 1])
     Q_prev, Q = Q0, se.prior_step(alpha * E)
     for _ in range(n_steps - 1):
-        Q_prev, Q = Q, se.prior_step(_qhat((yield [_gg(points, Q)])[0], alpha))
+        Q_prev, Q = Q, se.prior_step(_qhat((yield from single(_gg(points, Q))), alpha))
     return float(alpha), float(Q[0, 0] / Q_prev[0, 0])
 
 
 def alpha1_process(points, coarse, map_points, *, delta=1e-6, n_steps=2, rtol=2e-3, alpha_hi=4.0, x_lo=1.2,
                    x_hi=7.2, x_max=9.0, bisection=True, k=4):
     """alpha_1 two ways on the layer-2 fixed-point curve q -> alpha(q), searched on x = -log(1 - q) (a
-    process; `search` with k probes a round):
+    process; the root searches are guided `section_search`es, core/search.py, k probes a round):
 
     * stability: root of r(x) = alpha(q) K11(q) (trace form; `curve_sums`), first on the `coarse` points
       (None: one stage) from [x_lo, x_hi] to 0.02 in x, with 2k probes a round (a coarse probe costs
@@ -528,7 +417,7 @@ def alpha1_process(points, coarse, map_points, *, delta=1e-6, n_steps=2, rtol=2e
       (`first_layer_rate`) on `map_points` (no map route when bisection is false), started at the
       stability's root (the same fixed point) and moved by a secant step with the stability curve's slope
       of log r in x (the two rates differ by their Monte Carlo errors, nearly a constant factor); its two
-      ends +-the predicted shift side by side, then `search` from there if they miss.
+      ends +-the predicted shift side by side, then a root search from there if they miss.
 
     Returns (stability Root, its (r at lo, r at hi, r standard error), q* at the root, map Root or None).
     A root whose alpha exceeds alpha_hi, or no root up to x_max (q = 1 - e^-x_max), is inf with a note."""
@@ -537,7 +426,7 @@ def alpha1_process(points, coarse, map_points, *, delta=1e-6, n_steps=2, rtol=2e
     def curve(x, pts):
         if (x, pts) not in cache:
             q = _q_of(x)
-            cache[(x, pts)] = curve_of(q, (yield [Pass("curve", pts, float(q))])[0])
+            cache[(x, pts)] = curve_of(q, (yield from single(Pass("curve", pts, float(q)))))
         return cache[(x, pts)]
 
     def ratio_on(pts):
@@ -547,13 +436,14 @@ def alpha1_process(points, coarse, map_points, *, delta=1e-6, n_steps=2, rtol=2e
         return ratio
 
     none = Root(np.inf, np.nan, np.inf, f"no first-layer transition up to q* = {_q_of(x_max):.6f}")
+    guided = dict(placement="guided", floor=0.05, cap=x_max, max_rounds=60)  # the root searches on x
     lo, hi = x_lo, x_hi
     if coarse is not None:
-        guess = (yield from search(ratio_on(coarse), lo, hi, 0.02, 0.05, x_max, 2 * k))[0]
+        guess = (yield from section_search("coarse", ratio_on(coarse), lo, hi, 0.02, 2 * k, **guided))[0]
         if not np.isfinite(guess):
             return none, None, np.nan, None
         lo, hi = max(guess - 0.1, 0.05), min(guess + 0.1, x_max)
-    x, xa, xb = yield from search(ratio_on(points), lo, hi, rtol, 0.05, x_max, k)
+    x, xa, xb = yield from section_search("stability", ratio_on(points), lo, hi, rtol, k, **guided)
     if not np.isfinite(x):
         return none, None, np.nan, None
     if xa == -np.inf:
@@ -561,7 +451,7 @@ def alpha1_process(points, coarse, map_points, *, delta=1e-6, n_steps=2, rtol=2e
                            "layer's search has no lower end (raise n_k; this model has alpha_1 >~ 0.7)")
     if xa == xb:  # a probe hit the root
         xa, xb = x - 0.5 * rtol * x, x + 0.5 * rtol * x
-    (aa, ka, sa), (ab, kb, sb) = yield from parallel([curve(xa, points), curve(xb, points)])
+    (aa, ka, sa), (ab, kb, sb) = yield from side_by_side([curve(xa, points), curve(xb, points)])
     t = (x - xa) / (xb - xa)
     alpha = float(np.exp((1 - t) * np.log(aa) + t * np.log(ab)))
     stab = Root(alpha, aa, ab)
@@ -584,11 +474,11 @@ def alpha1_process(points, coarse, map_points, *, delta=1e-6, n_steps=2, rtol=2e
     shift = -np.log((yield from rate(x))) / slope
     h = max(0.3 * abs(shift), 0.5 * rtol * x)
     ya, yb = max(x + shift - h, 0.05), min(x + shift + h, x_max)
-    r_a, r_b = yield from parallel([rate(ya), rate(yb)])
+    r_a, r_b = yield from side_by_side([rate(ya), rate(yb)])
     if r_a <= 1.0 < r_b:  # log rate is linear in x on this scale: interpolate
         y = _log_interp(ya, r_a, yb, r_b)
     else:
-        y, ya, yb = yield from search(rate, ya, yb, rtol, 0.05, x_max, k)
+        y, ya, yb = yield from section_search("map", rate, ya, yb, rtol, k, **guided)
     if not np.isfinite(y):
         return stab, r_info, _q_of(x), Root(np.inf, np.nan, np.inf, "the SE map's first layer does not grow "
                                                                     f"up to q* = {_q_of(x_max):.6f}")
@@ -621,12 +511,12 @@ def point_process(p, s, n_k):
     half = min(1 << int(np.ceil(np.log2(s["n_mc"]))), n_k)
     route = dict(delta=s["delta"], n_steps=s["n_steps"], rtol=s["rtol"], k=s["k"])
     coarse = Points(s["k_coarse"]) if s["k_coarse"] and n_k >= 2 * s["k_coarse"] else None
-    processes = [one(Pass("zero", Points(n_k))),
+    processes = [single(Pass("zero", Points(n_k))),
                  alpha1_process(Points(n_k), coarse, Points(half, (0,)), alpha_hi=s["alpha_hi"],
                                 bisection=s["bisection"], **route)]
     if s["bisection"]:
         processes.append(alpha2_map(p, Points(half, tuple(range(p))), **route))
-    zero, (stab, r_info, q_star, map1), *last = yield from parallel(processes)
+    zero, (stab, r_info, q_star, map1), *last = yield from side_by_side(processes)
     k0 = k_of(zero, p)
     a2 = 1.0 / k0.perron
     out = {"alpha2_stability": a2, "alpha2_stability_se": a2 * k0.K_se[-1, -1] / k0.K[-1, -1],

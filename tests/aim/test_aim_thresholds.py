@@ -4,6 +4,8 @@ hardmax weak-recovery thresholds, each two ways within 1%."""
 import pytest
 
 from seqphase.core.aim import thresholds as th
+from seqphase.core.models import drive
+from seqphase.core.search import relative_gap
 
 # spec §2.4, softmax alpha_c, columns T = 2..6 (as printed: 3-5 significant digits)
 TABLE = {
@@ -34,9 +36,9 @@ def test_counting_threshold_two_ways(channel, rho, T):
     """Bisection on the SE error < 1e-4 sits below alpha_c by 1 - mmse(Delta)/(slope Delta) at mmse = 1e-4:
     3e-5 (rho = 0.1) ... 2.7e-3 (rho = 1, where mmse ~ Delta - c Delta^{3/2}); within 1% everywhere."""
     closed = th.counting_threshold(rho, T, channel)
-    bis = th.counting_threshold_bisection(rho, T, channel, rtol=1e-8)
+    bis = drive(th.counting_bisection_route(rho, T, channel, rtol=1e-8))[0]
     assert bis <= closed * (1 + 1e-7)
-    assert th.relative_gap(closed, bis) < 0.01
+    assert relative_gap(closed, bis) < 0.01
 
 
 def test_weak_recovery_closed_forms():
@@ -50,8 +52,8 @@ def test_weak_recovery_two_ways(gout):
     point at q > 1e-10 sits above by ~sqrt(1e-10) relative (q ~ (alpha_bar/alpha_bar_WR - 1)^2)."""
     closed = th.weak_recovery_closed_form(gout)
     assert abs(th.weak_recovery_stability(gout) / closed - 1) < 1e-12
-    bis = th.weak_recovery_bisection(gout, rtol=1e-4, lo=0.3, hi=0.7)
-    assert th.relative_gap(closed, bis) < 0.01
+    bis = drive(th.weak_recovery_bisection_route(gout, rtol=1e-4, lo=0.3, hi=0.7))[0]
+    assert relative_gap(closed, bis) < 0.01
     assert bis >= closed * (1 - 1e-4)
 
 

@@ -5,10 +5,17 @@ import pytest
 from scipy import special
 
 from seqphase.core.errors import ParameterError
+from seqphase.core.models import drive
 from seqphase.core.multiindex import se as mse
 from seqphase.core.multiindex import thresholds as mth
 from seqphase.core.multiindex.channels import make_channel
-from seqphase.core.numerics import bisect_alpha
+from seqphase.core.search import section_search
+
+
+def staircase(channel, **settings):
+    """The threshold point's graph (`mth.staircase_route`) run in this process on a channel object."""
+    return drive(mth.staircase_route(channel, lambda what, **kw: (mth.stage_work, dict(kw, channel=channel, what=what)),
+                                     **settings))
 
 
 def test_z1z2_threshold_closed_form():
@@ -50,7 +57,7 @@ def test_sign_z1z2z3_hard():
     ch = make_channel("sign-z1z2z3")
     K = mth.k_matrix(ch, *ch.base_law())
     assert np.abs(K).max() < 1e-10
-    stages = mth.staircase(ch, bisection=False)
+    stages = staircase(ch, bisection=False)
     assert stages[0].alpha_stability == np.inf and stages[0].kind == mth.KIND_HARD
 
 
@@ -99,7 +106,7 @@ def test_committee_perp_and_branch():
 def test_stability_vs_bisection(name, lo, hi):
     ch = make_channel(name)
     a_c = mth.easy_threshold(ch)[0]
-    a_b = mth.bisect_easy(ch, lo, hi, 1e-3, 1e-12)
+    a_b = staircase(ch, alpha_lo=lo, alpha_hi=hi, rtol=1e-3, side_info=1e-12)[0].alpha_bisection
     assert abs(a_b - a_c) / a_c < 1e-2
 
 
@@ -144,24 +151,32 @@ def test_z1z2z3_bisection_isotropic():
     ch = make_channel("z1z2z3")
     a_c = mth.easy_threshold(ch)[0]
     assert abs(a_c - 2.565180) < 1e-5
-    a_b = mth.bisect_easy(ch, 0.05, 20.0, 1e-3, 1e-12, guess=a_c)
+    a_b = staircase(ch, alpha_lo=0.05, alpha_hi=20.0, rtol=1e-3, side_info=1e-12)[0].alpha_bisection
     assert abs(a_b - a_c) / a_c < 1e-2
 
 
-@pytest.mark.parametrize("true", [0.03, 0.1, 0.17, 0.1768, 0.1857, 0.19, 0.2, 0.5, 3.9, 4.0, 5.0])
-def test_bisect_alpha_with_a_guess_finds_any_transition(true):
-    """The guess only saves evaluations: wherever the transition lies in [lo, hi] (or beyond hi) the answer
-    is within rtol; a guess 5% off (0.1768 against 0.1857) costs at most 10 evaluations at rtol 2e-3."""
-    calls = []
+def learned_from(alpha, true):
+    return alpha >= true
 
-    def learned(alpha):
-        calls.append(alpha)
-        return alpha >= true
 
-    got = bisect_alpha(learned, 0.02, 4.0, rtol=2e-3, guess=0.1857, bracket=0.02)
+@pytest.mark.parametrize("true", [0.01, 0.03, 0.1, 0.17, 0.1768, 0.1857, 0.19, 0.2, 0.5, 3.9, 4.0, 5.0])
+def test_a_search_started_at_a_guess_finds_any_transition(true):
+    """The staircase's searches start at the stability value (`section_search` with a guess): the guess
+    only saves rounds. Wherever the transition lies in [lo, hi] the answer is within rtol, lo below it, inf
+    beyond hi; a transition up to 5% off the guess (0.1768 against 0.1857) is bracketed in round one, 4
+    rounds in all at rtol 2e-3 (up to 7 otherwise)."""
+    rounds = set()
+
+    def execute(work):  # a probe's key is "easy-<round>-<j>"
+        rounds.add(work.key.split("-")[1])
+        return work.fn(**work.kwargs)
+
+    got = drive(section_search("easy", lambda a: (learned_from, {"alpha": a, "true": true}), 0.02, 4.0, 2e-3, 4,
+                               guess=0.1857, true_at_lo=0.02, false_at_hi=np.inf), execute)[0]
     if true > 4.0:
         assert got == np.inf
+    elif true <= 0.02:
+        assert got == 0.02
     else:
         assert abs(got - true) <= 2e-3 * max(true, got)
-    if abs(true / 0.1857 - 1) < 0.05:
-        assert len(calls) <= 10
+    assert len(rounds) <= (4 if abs(true / 0.1857 - 1) <= 0.05 else 7)

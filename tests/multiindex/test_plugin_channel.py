@@ -21,6 +21,7 @@ from scipy import special, stats
 import userplugins
 from seqphase.core import gamp, plugins
 from seqphase.core.errors import ParameterError
+from seqphase.core.models import drive
 from seqphase.core.multiindex import gamp as mgamp
 from seqphase.core.multiindex import se as mse
 from seqphase.core.multiindex import thresholds as mth
@@ -120,8 +121,14 @@ def test_sign_product_thresholds_are_the_shipped_ones():
     assert abs(a_derived - math.pi**2 / 4) < 1e-9
     assert np.allclose(P_derived, np.eye(2), atol=1e-9)
     # the SE bisection (quadrature engine, 9 cavities x 2 labels a step) lands where the shipped one does
-    found = mth.bisect_easy(derived, 0.5, 20.0, 1e-2, 1e-12, guess=a_derived)
-    assert found == pytest.approx(mth.bisect_easy(shipped, 0.5, 20.0, 1e-2, 1e-12, guess=a_derived), rel=2e-2)
+    def bisection(channel):  # the easy stage of the threshold point's graph, run here on a channel object
+        stages = drive(mth.staircase_route(channel, lambda what, **kw: (mth.stage_work, dict(kw, channel=channel,
+                                                                                            what=what)),
+                                           alpha_lo=0.5, alpha_hi=20.0, rtol=1e-2, side_info=1e-12))
+        return stages[0].alpha_bisection
+
+    found = bisection(derived)
+    assert found == pytest.approx(bisection(shipped), rel=2e-2)
     assert found == pytest.approx(math.pi**2 / 4, rel=2e-2)
 
 

@@ -5,9 +5,17 @@ import math
 
 import pytest
 
-from seqphase.core.models import get_model, run_point
+from seqphase.core.models import drive, get_model, run_point
 from seqphase.core.quadratic import erm
 from seqphase.core.quadratic import thresholds as th
+from seqphase.core.quadratic.model import erm_interp_route, erm_sr_route
+from seqphase.core.search import relative_gap
+
+
+def sr_bisection(kappa_star, rtol):
+    """The alpha_SR search of the threshold point (a k-section on the SE curve), run in this process."""
+    common = {"kappa_star": kappa_star, "kappa": 2.0, "delta": 0.0, "lam": 1e-7}
+    return drive(erm_sr_route(common, mse_cut=1e-6, rtol=rtol, k=4))[0]
 
 
 def test_alpha_sr_closed_form_limits():
@@ -33,15 +41,15 @@ def test_alpha_sr_two_routes_within_one_percent(kappa_star):
     # rtol 1e-4: the bracket's width moves the gap by <= 1e-4, 1% of the tolerance (measured gaps 5e-4 at
     # kappa* = 0.5, 3e-5 at 2.0; 5e-4 and 3e-7 with rtol 1e-6)
     eq, _ = th.alpha_sr_statistical_dimension(kappa_star)
-    bis = th.alpha_sr_bisection(kappa_star, rtol=1e-4)
-    assert th.relative_gap(eq, bis) < 0.01
+    bis = sr_bisection(kappa_star, rtol=1e-4)
+    assert relative_gap(eq, bis) < 0.01
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kappa_star", [0.1, 0.25, 0.75, 1.0])
 def test_alpha_sr_two_routes_within_one_percent_slow(kappa_star):
     eq, _ = th.alpha_sr_statistical_dimension(kappa_star)
-    assert th.relative_gap(eq, th.alpha_sr_bisection(kappa_star, rtol=1e-6)) < 0.01
+    assert relative_gap(eq, sr_bisection(kappa_star, rtol=1e-6)) < 0.01
 
 
 @pytest.mark.slow
@@ -50,8 +58,9 @@ def test_alpha_interp_two_routes_within_one_percent(kappa_star):
     """The bisection crosses the fold of the xi-continuation (erm.Fold); measured gaps in docs/validation/quadratic-erm.md;
     30-70 s each on the shared machine, hence slow."""
     eq = th.alpha_interp_equation(kappa_star, 2.0, 0.5)
-    bis = th.alpha_interp_bisection(kappa_star, 2.0, 0.5)
-    assert 0 < eq < 0.5 and th.relative_gap(eq, bis) < 0.01
+    common = {"kappa_star": kappa_star, "kappa": 2.0, "delta": 0.5, "lam": 1e-7}
+    bis = drive(erm_interp_route(common, train_cut=1e-9, rtol=1e-7, k=4))[0]
+    assert 0 < eq < 0.5 and relative_gap(eq, bis) < 0.01
 
 
 def test_noiseless_convex_student_interpolates_everywhere():

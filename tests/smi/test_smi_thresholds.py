@@ -7,6 +7,7 @@ bad input."""
 import numpy as np
 import pytest
 
+from seqphase.core.search import section_search
 from seqphase.core.smi import se as sse
 from seqphase.core.smi import thresholds as sth
 from seqphase.core.smi.channels import AttentionChannel
@@ -14,23 +15,26 @@ from seqphase.core.smi.channels import AttentionChannel
 from cli_run import cli_here
 
 
-def _rounds(process):
-    """Drive a search whose function evaluations are plain (each yields one marker): (value, rounds)."""
-    rounds, answers = 0, None
-    while True:
-        try:
-            asks = next(process) if answers is None else process.send(answers)
-        except StopIteration as stop:
-            return stop.value, rounds
-        rounds += 1
-        answers = [None] * len(asks)
+def _rounds(search):
+    """Drive a root search whose probes are plain function values (one work each): (value, rounds)."""
+    rounds = 0
+    try:
+        works = next(search)
+        while True:
+            rounds += 1
+            works = search.send({work.key: work.fn(**work.kwargs) for work in works})
+    except StopIteration as stop:
+        return stop.value, rounds
 
 
-def _plain(fn):
-    def f(x):
-        yield ["probe"]  # one evaluation: the probes of a round go out together
-        return fn(x)
-    return f
+def _value(fn, x):
+    return fn(x)
+
+
+def _guided(fn, lo, hi, k):
+    """The guided root search of the alpha_1 routes (rtol 1e-3, floor 0.19, cap 4) on a plain function."""
+    return section_search("s", lambda x: (_value, {"fn": fn, "x": x}), lo, hi, 1e-3, k, placement="guided",
+                          floor=0.19, cap=4.0, max_rounds=60)
 
 
 @pytest.mark.parametrize("root", [0.19, 0.25, 0.7393, 0.9, 1.3, 3.5])
@@ -38,17 +42,17 @@ def _plain(fn):
 @pytest.mark.parametrize("k", [2, 4, 8])
 def test_search_finds_the_root_from_any_bracket_in_few_rounds(root, bracket, k):
     """r(alpha) = (alpha / root)^3 e^(alpha - root): increasing, r(root) = 1. From a bracket on either side
-    of the root or around it, the k-probe rounds end within rtol of the root; floor / inf at the ends of
-    [floor, alpha_hi]. Rounds: 4 at most with k = 4 and 8 (version 5's false position took 5-12 evaluations
-    one after another on these brackets), 7 with k = 2."""
+    of the root or around it, the k-probe rounds of the guided search (core/search.py) end within rtol of
+    the root; floor / inf at the ends of [floor, alpha_hi]. Rounds: 4 at most with k = 4 and 8 (version 5's
+    false position took 5-12 evaluations one after another on these brackets), 7 with k = 2."""
     def ratio(alpha):
         return (alpha / root) ** 3 * np.exp(alpha - root)
 
-    (got, lo, hi), rounds = _rounds(sth.search(_plain(ratio), *bracket, 1e-3, 0.19, 4.0, k))
+    (got, lo, hi), rounds = _rounds(_guided(ratio, *bracket, k))
     assert abs(got - root) <= 1e-3 * root and (lo == hi == got or (lo <= got <= hi and hi - lo <= 1e-3 * hi))
     assert rounds <= (7 if k == 2 else 4)
-    assert _rounds(sth.search(_plain(lambda a: ratio(a) / 1e9), *bracket, 1e-3, 0.19, 4.0, k))[0][0] == np.inf
-    assert _rounds(sth.search(_plain(lambda a: ratio(a) * 1e9), *bracket, 1e-3, 0.19, 4.0, k))[0][0] == 0.19
+    assert _rounds(_guided(lambda a: ratio(a) / 1e9, *bracket, k))[0][0] == np.inf
+    assert _rounds(_guided(lambda a: ratio(a) * 1e9, *bracket, k))[0][0] == 0.19
 
 
 def test_two_stage_alpha1_is_the_one_stage_root():
