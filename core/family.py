@@ -41,13 +41,13 @@ class Family:
         The folder of `package` that holds its sweep specs (``*.toml``, shipped under the file's name).
     reference : str
         The folder of `package` that holds its published data (CSV files with a header row).
-    papers : str
-        "module:attr" of its `seqphase.sweeps.papers.Paper` entries (a tuple), or "" for none.
-    checks : str
+    papers : str, optional
+        "module:attr" of its `seqphase.sweeps.papers.Paper` entries (a tuple); by default
+        ``<package>.papers:PAPERS``, "" for none.
+    checks : str, optional
         "module:attr" of its agreement checks, {paper id: check(results, reference) -> [Row]}: `results` maps a
-        run's name to its stored Dataset, `reference` a published file's name to its columns (no file I/O).
-    figures : str
-        The module that draws its sweeps' figures (its methods' `figure` call it), or "" for the generic ones.
+        run's name to its stored Dataset, `reference` a published file's name to its columns (no file I/O); by
+        default ``<package>.checks:CHECKS``, "" for none.
     name : str
         The family's name: its entry point's, set when the families are found.
     """
@@ -56,10 +56,15 @@ class Family:
     package: str
     sweeps: str = "sweeps"
     reference: str = "reference"
-    papers: str = ""
-    checks: str = ""
-    figures: str = ""
+    papers: str | None = None
+    checks: str | None = None
     name: str = field(default="", compare=False)
+
+    def __post_init__(self):
+        # the layout every shipped family follows names its papers and checks; a family may name others, or ""
+        for attr, where in (("papers", "papers:PAPERS"), ("checks", "checks:CHECKS")):
+            if getattr(self, attr) is None:
+                object.__setattr__(self, attr, f"{self.package}.{where}")
 
 
 @dataclass(frozen=True)

@@ -185,8 +185,8 @@ def test_a_name_registered_twice_is_an_error_naming_both(site, tmp_path):
 
 
 def test_shipped_families_declare_what_they_carry():
-    """Every family seqphase ships names importable models, papers, checks and figures, and its files are where
-    it says (one sweep name, one paper id and one model name each across families)."""
+    """Every family seqphase ships names importable models, papers and checks, has the same modules, and its
+    files are where it says (one sweep name, one paper id and one model name each across families)."""
     import importlib
     from importlib import resources
 
@@ -206,7 +206,8 @@ def test_shipped_families_declare_what_they_carry():
         papers = registry.resolve(family.papers, "papers")
         assert registry.resolve(family.checks, "checks").keys() == {paper.id for paper in papers}
         assert all(PAPERS[paper.id].family == name for paper in papers)
-        importlib.import_module(family.figures)
+        for module in ("channels", "se", "gamp", "thresholds", "model", "figures", "papers", "checks"):
+            importlib.import_module(f"{family.package}.{module}")  # one house: the same files in every family
         for file in reference(name):
             assert np.isfinite(reference(name)[file][next(iter(reference(name)[file]))]).any()
         specs = [e.name for e in resources.files(family.package).joinpath(family.sweeps).iterdir()

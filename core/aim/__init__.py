@@ -11,16 +11,7 @@ prior step is the symmetric RIE of the shared module `seqphase.core.rie`.
 
 from seqphase.core.family import Family
 
-#: the family as seqphase registers it (pyproject.toml, entry-point group "seqphase.models"): its model,
-#: its sweep specs (sweeps/), its published data (reference/), its papers, their agreement checks and its figures
-FAMILY = Family(
-    models={
-        "aim": "seqphase.core.aim.model:AIMModel",
-    },
-    package="seqphase.core.aim",
-    sweeps="sweeps",
-    reference="reference",
-    papers="seqphase.core.aim.papers:PAPERS",
-    checks="seqphase.core.aim.checks:CHECKS",
-    figures="seqphase.core.aim.figures",
-)
+#: the family as seqphase registers it (pyproject.toml, entry-point group "seqphase.models"): its models; its
+#: sweep specs (sweeps/), published data (reference/), papers (papers.py) and agreement checks (checks.py)
+#: are where every family keeps them
+FAMILY = Family(package=__name__, models={"aim": "seqphase.core.aim.model:AIMModel"})

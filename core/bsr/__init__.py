@@ -13,16 +13,7 @@ figures (figures.py). The prior step is the rectangular RIE of the shared module
 
 from seqphase.core.family import Family
 
-#: the family as seqphase registers it (pyproject.toml, entry-point group "seqphase.models"): its model,
-#: its sweep specs (sweeps/), its published data (reference/), its papers, their agreement checks and its figures
-FAMILY = Family(
-    models={
-        "bsr": "seqphase.core.bsr.model:BSRModel",
-    },
-    package="seqphase.core.bsr",
-    sweeps="sweeps",
-    reference="reference",
-    papers="seqphase.core.bsr.papers:PAPERS",
-    checks="seqphase.core.bsr.checks:CHECKS",
-    figures="seqphase.core.bsr.figures",
-)
+#: the family as seqphase registers it (pyproject.toml, entry-point group "seqphase.models"): its models; its
+#: sweep specs (sweeps/), published data (reference/), papers (papers.py) and agreement checks (checks.py)
+#: are where every family keeps them
+FAMILY = Family(package=__name__, models={"bsr": "seqphase.core.bsr.model:BSRModel"})

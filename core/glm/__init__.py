@@ -4,16 +4,7 @@ model and its methods (model.py) and figures (figures.py)."""
 
 from seqphase.core.family import Family
 
-#: the family as seqphase registers it (pyproject.toml, entry-point group "seqphase.models"): its model,
-#: its sweep specs (sweeps/), its papers, their agreement checks and its figures
-FAMILY = Family(
-    models={
-        "glm": "seqphase.core.glm.model:GLMModel",
-    },
-    package="seqphase.core.glm",
-    sweeps="sweeps",
-    reference="",
-    papers="seqphase.core.glm.papers:PAPERS",
-    checks="seqphase.core.glm.checks:CHECKS",
-    figures="seqphase.core.glm.figures",
-)
+#: the family as seqphase registers it (pyproject.toml, entry-point group "seqphase.models"): its models; its
+#: sweep specs (sweeps/), published data (reference/), papers (papers.py) and agreement checks (checks.py)
+#: are where every family keeps them
+FAMILY = Family(package=__name__, models={"glm": "seqphase.core.glm.model:GLMModel"})

@@ -3,16 +3,7 @@ thresholds and the grand staircase, the model (methods se, gamp, threshold) and 
 
 from seqphase.core.family import Family
 
-#: the family as seqphase registers it (pyproject.toml, entry-point group "seqphase.models"): its model,
-#: its sweep specs (sweeps/), its papers, their agreement checks and its figures
-FAMILY = Family(
-    models={
-        "multiindex": "seqphase.core.multiindex.model:MultiIndexModel",
-    },
-    package="seqphase.core.multiindex",
-    sweeps="sweeps",
-    reference="",
-    papers="seqphase.core.multiindex.papers:PAPERS",
-    checks="seqphase.core.multiindex.checks:CHECKS",
-    figures="seqphase.core.multiindex.figures",
-)
+#: the family as seqphase registers it (pyproject.toml, entry-point group "seqphase.models"): its models; its
+#: sweep specs (sweeps/), published data (reference/), papers (papers.py) and agreement checks (checks.py)
+#: are where every family keeps them
+FAMILY = Family(package=__name__, models={"multiindex": "seqphase.core.multiindex.model:MultiIndexModel"})

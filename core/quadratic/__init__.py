@@ -11,17 +11,8 @@ step is the symmetric RIE of the shared module `seqphase.core.rie` (scale = 1, r
 
 from seqphase.core.family import Family
 
-#: the family as seqphase registers it (pyproject.toml, entry-point group "seqphase.models"): its models,
-#: its sweep specs (sweeps/), its published data (reference/), its papers, their agreement checks and its figures
-FAMILY = Family(
-    models={
-        "quadratic": "seqphase.core.quadratic.model:QuadraticModel",
-        "quadratic-erm": "seqphase.core.quadratic.model:QuadraticERMModel",
-    },
-    package="seqphase.core.quadratic",
-    sweeps="sweeps",
-    reference="reference",
-    papers="seqphase.core.quadratic.papers:PAPERS",
-    checks="seqphase.core.quadratic.checks:CHECKS",
-    figures="seqphase.core.quadratic.figures",
-)
+#: the family as seqphase registers it (pyproject.toml, entry-point group "seqphase.models"): its models; its
+#: sweep specs (sweeps/), published data (reference/), papers (papers.py) and agreement checks (checks.py)
+#: are where every family keeps them
+FAMILY = Family(package=__name__, models={"quadratic": "seqphase.core.quadratic.model:QuadraticModel",
+                                          "quadratic-erm": "seqphase.core.quadratic.model:QuadraticERMModel"})

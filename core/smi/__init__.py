@@ -2,16 +2,7 @@
 
 from seqphase.core.family import Family
 
-#: the family as seqphase registers it (pyproject.toml, entry-point group "seqphase.models"): its model,
-#: its sweep specs (sweeps/), its published data (reference/), its papers, their agreement checks and its figures
-FAMILY = Family(
-    models={
-        "smi": "seqphase.core.smi.model:SMIModel",
-    },
-    package="seqphase.core.smi",
-    sweeps="sweeps",
-    reference="reference",
-    papers="seqphase.core.smi.papers:PAPERS",
-    checks="seqphase.core.smi.checks:CHECKS",
-    figures="seqphase.core.smi.figures",
-)
+#: the family as seqphase registers it (pyproject.toml, entry-point group "seqphase.models"): its models; its
+#: sweep specs (sweeps/), published data (reference/), papers (papers.py) and agreement checks (checks.py)
+#: are where every family keeps them
+FAMILY = Family(package=__name__, models={"smi": "seqphase.core.smi.model:SMIModel"})

@@ -9,11 +9,5 @@ generic ones.
 
 from seqphase.core.family import Family
 
-FAMILY = Family(
-    models={"toy-linear": "toy_family.model:LinearModel"},
-    package="toy_family",
-    sweeps="sweeps",
-    reference="reference",
-    papers="toy_family.papers:PAPERS",
-    checks="toy_family.checks:CHECKS",
-)
+# sweeps/, reference/, papers.py (PAPERS) and checks.py (CHECKS) of this package are where a Family looks by default
+FAMILY = Family(package=__name__, models={"toy-linear": "toy_family.model:LinearModel"})
