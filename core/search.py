@@ -54,6 +54,7 @@ import numpy as np
 from seqphase.core.errors import ParameterError
 from seqphase.core.models import Param, Variable, Work, drive
 
+
 def k_setting(default, low):
     """The `k` setting of a threshold method whose searches run in rounds of probes (`K_SETTING`,
     `BISECTION_K_SETTING`)."""
