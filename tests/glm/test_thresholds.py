@@ -12,7 +12,8 @@ def threshold(prior, channel, transition, rho=1.0, **settings):
     """One point of the threshold method (its graph run in this process): the stability value, the SE
     bisection (a k-section of probes) and the information-theoretic crossing."""
     method = get_model("glm").methods["threshold"]
-    settings = {name: param.default for name, param in method.settings.items()} | settings
+    # k = 2: the fewest probes a round (the values agree with any k within rtol, tests/core/test_search.py)
+    settings = {name: param.default for name, param in method.settings.items()} | {"k": 2} | settings
     params = {"prior": prior, "channel": channel, "rho": rho, "delta": 0.0, "transition": transition}
     return method.run(params, settings, None)
 
