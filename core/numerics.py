@@ -517,13 +517,10 @@ def gaussian_kernel_rule(tol=1e-14):
         derivative = (reach**2 * _cramer_bound(2 * n) + 4 * n * reach * _cramer_bound(2 * n - 1)
                       + 2 * n * (2 * n - 1) * _cramer_bound(2 * n - 2))
         constant = math.factorial(n) ** 4 / ((2 * n + 1) * math.factorial(2 * n) ** 3) * derivative
-        lo, hi = 1e-3, 2.0 * reach
-        for _ in range(60):  # the widest panel whose summed bound meets tol / 2
-            width = 0.5 * (lo + hi)
-            if constant * width ** (2 * n + 1) * (2.0 * reach / width + 1.0) <= tol / 2:
-                lo = width
-            else:
-                hi = width
+        # the widest panel whose summed bound meets tol / 2 (60 halvings; the lower end meets it)
+        lo, _ = halve_brackets(lambda width: constant * width ** (2 * n + 1) * (2.0 * reach / width + 1.0) <= tol / 2,
+                               1e-3, 2.0 * reach, 60)
+        lo = float(lo)
         if best is None or n / lo < best[1] / best[2]:
             best = (reach, n, lo)
     return best
@@ -1004,13 +1001,20 @@ def gaussian_posterior_2d(log_likelihood, omega, V, *, tol=1e-8, angles=(), dire
 
 
 # -- many roots at once: a vectorised bisection ----------------------------------------------------------
-def bisect_arrays(moves_first, first, second, steps):
-    """The midpoints of many brackets [first, second] (arrays, one root each, either end first) after
-    `steps` vectorised halvings: at each step mid = (first + second) / 2 replaces `first` where
-    moves_first(mid) is True (the root lies on second's side of mid) and `second` elsewhere. A fixed
-    number of steps rather than a tolerance: every bracket shrinks by 2^-steps."""
+def halve_brackets(moves_first, first, second, steps):
+    """Many brackets [first, second] (arrays or numbers, one root each, either end first) after `steps`
+    vectorised halvings: at each step mid = (first + second) / 2 replaces `first` where moves_first(mid) is
+    True (the root lies on second's side of mid) and `second` elsewhere. A fixed number of steps rather than
+    a tolerance: every bracket shrinks by 2^-steps. Returns (first, second). The one array bisection of
+    seqphase (a threshold search, whose probes are tasks, is `core/search.py`)."""
     for _ in range(steps):
         mid = 0.5 * (first + second)
         move = moves_first(mid)
         first, second = np.where(move, mid, first), np.where(move, second, mid)
+    return first, second
+
+
+def bisect_arrays(moves_first, first, second, steps):
+    """The midpoints of the brackets `halve_brackets` leaves."""
+    first, second = halve_brackets(moves_first, first, second, steps)
     return 0.5 * (first + second)

@@ -57,12 +57,11 @@ def test_glm_threshold_point_distributed_equals_serial_bit_for_bit(tmp_path, cli
     assert abs(stored["alpha_bisection"] - 1.4926) < 0.01 * 1.5 and abs(stored["alpha_it"] - 1.2447) < 1.3e-3
 
 
-@pytest.mark.parametrize("name, overrides", [("quadratic-thresholds", ["kappa=0.5", "rtol=1e-6"]),
-                                             ("bsr-thresholds", ["rho=0.5", "beta=1.0", "rtol=1e-6", "k=3"])])
-def test_bisection_threshold_point_distributed_is_the_serial_bisection_bit_for_bit(tmp_path, client, name, overrides):
-    """The bisection placement (aim, quadratic, bsr): the probes of a round run as works on the cluster, and
+def test_bisection_threshold_point_distributed_is_the_serial_bisection_bit_for_bit(tmp_path, client):
+    """The bisection placement (aim, quadratic, bsr: one route, core/search.py, whose value is the serial
+    bisection's for any k, tests/core/test_search.py): the probes of a round run as works on the cluster, and
     the stored value equals the serial run's and that of the serial bisection (k = 1, one probe a round)."""
-    summary, group, plan = run(tmp_path, client, name, overrides)
+    summary, group, plan = run(tmp_path, client, "bsr-thresholds", ["rho=0.5", "beta=1.0", "rtol=1e-6", "k=3"])
     assert (summary.done, summary.failed) == (1, 0)
     assert_stored_as_serial(plan, group)
     assert last_run(group)["works"] > 20
